@@ -1,0 +1,125 @@
+#include "actors/core.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <unordered_set>
+
+#include "actors/messages.hpp"
+#include "actors/registry_actor.hpp"
+#include "storage/journal.hpp"
+#include "storage/layout.hpp"
+
+namespace warren::actors {
+
+struct core::impl {
+  core_options options;
+  std::unique_ptr<caf::actor_system_config> config;
+  std::unique_ptr<caf::actor_system> system;
+  caf::actor registry;
+
+  std::chrono::milliseconds timeout(std::uint64_t extra_ms = 0) const {
+    return std::chrono::milliseconds(options.request_timeout_ms * 2 + extra_ms);
+  }
+
+  // Sends a request from a short-lived actor and hands the reply to `done` (on that
+  // actor's worker thread). The actor ends after the reply or the timeout.
+  template <class T, class... Ts>
+  void ask(std::chrono::milliseconds t, callback<T> done, Ts&&... xs) {
+    system->spawn([t, done = std::move(done), dest = registry,
+                   msg = caf::make_message(std::forward<Ts>(xs)...)](caf::event_based_actor* self) {
+      self->request(dest, t, msg).then(
+          [done](T& value) { done({}, std::move(value)); },
+          [done](caf::error& e) { done(from_caf(e), T{}); });
+    });
+  }
+};
+
+core::core(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+core::~core() {
+  if (impl_->registry) caf::anon_send_exit(impl_->registry, caf::exit_reason::user_shutdown);
+  impl_->registry = nullptr;
+  impl_->system.reset();  // Waits for every actor to finish.
+}
+
+std::unique_ptr<core> core::start(const core_options& options, storage::journal& journal,
+                                  const storage::layout& layout, sandbox_runtime& runtime,
+                                  error& err) {
+  registry_record rec;
+  for (auto& [seq, bytes] : journal.read(registry_stream)) {
+    auto d = wire::decode_envelope(bytes);
+    if (d.skipped) {
+      rec.last_seq = seq;
+      continue;
+    }
+    if (!d.value) {
+      err = make_error(errc::journal_failed, "the registry journal is unreadable at seq " +
+                                                 std::to_string(seq) + ": " + d.error);
+      return nullptr;
+    }
+    apply(rec, *d.value);
+  }
+  spdlog::info("event=registry_replayed sandboxes={} seq={}", rec.names.size(), rec.last_seq);
+
+  // Garbage: directories of sandboxes whose destroy was journaled but whose files were not
+  // removed yet when the daemon stopped (files always go after the journal entry).
+  std::unordered_set<std::uint64_t> live;
+  for (auto& [name, e] : rec.names) live.insert(e.id);
+  for (auto id : storage::list_sandbox_dirs(layout)) {
+    if (live.count(id)) continue;
+    spdlog::info("event=orphan_files_removed sandbox_id={}", id);
+    if (auto e = storage::remove_tree(layout.sandbox_dir(id)))
+      spdlog::warn("event=orphan_files_left sandbox_id={} reason=\"{}\"", id, e.message);
+  }
+
+  auto p = std::make_unique<impl>();
+  p->options = options;
+  p->config = std::make_unique<caf::actor_system_config>();
+  p->config->set("scheduler.max-threads", options.scheduler_threads);
+  p->config->set("logger.console", caf::atom("none"));
+  p->system = std::make_unique<caf::actor_system>(*p->config);
+  p->registry = spawn_registry(*p->system, std::move(rec), journal, layout, runtime, options);
+  return std::unique_ptr<core>(new core(std::move(p)));
+}
+
+void core::get_sandbox(std::string name, bool create, callback<actors::sandbox_info> done) {
+  impl_->ask<actors::sandbox_info>(impl_->timeout(impl_->options.start_timeout_ms), std::move(done),
+                                   wr_get_atom::value, std::move(name), create);
+}
+
+void core::list(callback<std::vector<actors::sandbox_info>> done) {
+  impl_->ask<std::vector<actors::sandbox_info>>(impl_->timeout(), std::move(done), wr_list_atom::value);
+}
+
+void core::destroy(std::string name, callback<bool> done) {
+  impl_->ask<bool>(impl_->timeout(impl_->options.request_timeout_ms * 10), std::move(done),
+                   wr_destroy_atom::value, std::move(name));
+}
+
+void core::sandbox_info(std::string name, std::uint64_t id, callback<actors::sandbox_info> done) {
+  impl_->ask<actors::sandbox_info>(impl_->timeout(), std::move(done), wr_info_atom::value,
+                                   std::move(name), id);
+}
+
+void core::begin_exec(std::string name, std::uint64_t id, exec_request request,
+                      callback<exec_ticket> done) {
+  impl_->ask<exec_ticket>(impl_->timeout(impl_->options.start_timeout_ms), std::move(done),
+                          wr_exec_atom::value, std::move(name), id, std::move(request));
+}
+
+void core::end_exec(std::string name, std::uint64_t id, std::uint64_t exec_id, exec_outcome outcome,
+                    callback<bool> done) {
+  impl_->ask<bool>(impl_->timeout(), std::move(done), wr_ended_atom::value, std::move(name), id,
+                   exec_id, std::move(outcome));
+}
+
+void core::shutdown(std::function<void()> done) {
+  impl_->ask<bool>(impl_->timeout(impl_->options.request_timeout_ms * 2),
+                   [done = std::move(done)](const error& e, bool) {
+                     if (e) spdlog::warn("event=shutdown_incomplete reason=\"{}\"", e.message);
+                     done();
+                   },
+                   wr_down_atom::value);
+}
+
+}  // namespace warren::actors

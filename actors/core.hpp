@@ -1,0 +1,74 @@
+// The actor system behind a plain, asynchronous facade. The gateway calls these methods
+// from its KJ thread; each completes through a callback on a CAF worker thread. No CAF
+// header is needed to use it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/runtime.hpp"
+#include "actors/types.hpp"
+
+namespace warren::storage {
+class journal;
+struct layout;
+}  // namespace warren::storage
+
+namespace warren::actors {
+
+/// Tuning of the actor system.
+struct core_options {
+  /// CAF scheduler threads. Default: 2 (this project's reference machine has 2 cores).
+  std::size_t scheduler_threads = 2;
+  /// Timeout of every internal request, e.g. waiting for a journal sync. Default: 30 s.
+  std::uint64_t request_timeout_ms = 30000;
+  /// Longest wait for a sandbox's init to come up. Default: 30 s.
+  std::uint64_t start_timeout_ms = 30000;
+};
+
+class core {
+ public:
+  /// Replays the registry stream and starts the actor system. `journal`, `layout` and
+  /// `runtime` are borrowed and must outlive the core. Returns nullptr with `err` set when
+  /// the journal cannot be replayed.
+  static std::unique_ptr<core> start(const core_options& options, storage::journal& journal,
+                                     const storage::layout& layout, sandbox_runtime& runtime,
+                                     error& err);
+
+  /// Stops the actor system; call shutdown() and wait for it first.
+  ~core();
+
+  /// Get-or-create: returns once the sandbox runs (and, if new, once its creation is durable).
+  void get_sandbox(std::string name, bool create, callback<sandbox_info> done);
+
+  /// Every known sandbox, sorted by name.
+  void list(callback<std::vector<sandbox_info>> done);
+
+  /// Stops the sandbox and erases it (journal, files, cgroup). Value: whether it existed.
+  void destroy(std::string name, callback<bool> done);
+
+  /// Current info of one incarnation (fails with sandbox_gone if destroyed).
+  void sandbox_info(std::string name, std::uint64_t id, callback<actors::sandbox_info> done);
+
+  /// Validates and journals an exec, starting the sandbox if needed; returns the ticket.
+  void begin_exec(std::string name, std::uint64_t id, exec_request request,
+                  callback<exec_ticket> done);
+
+  /// Journals how an exec ended. Value: true when recorded.
+  void end_exec(std::string name, std::uint64_t id, std::uint64_t exec_id, exec_outcome outcome,
+                callback<bool> done);
+
+  /// Refuses new work and stops every running sandbox; `done` runs when all are stopped.
+  void shutdown(std::function<void()> done);
+
+  struct impl;
+
+ private:
+  explicit core(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace warren::actors

@@ -1,0 +1,31 @@
+// Pure logic of the registry: the name -> incarnation map rebuilt from the registry
+// stream (stream 0). No I/O, no CAF.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "wire/events.hpp"
+
+namespace warren::actors {
+
+inline constexpr std::uint64_t registry_stream = 0;
+
+/// What the registry remembers of a sandbox that is not running: a few dozen bytes, no
+/// actor. (100,000 known sandboxes cost a few MB.)
+struct registry_entry {
+  std::uint64_t id = 0;
+  std::uint64_t created_at_ms = 0;
+};
+
+struct registry_record {
+  std::uint64_t last_seq = 0;
+  std::uint64_t next_id = 1;  ///< Ids are never reused, so a stale capability never matches.
+  std::unordered_map<std::string, registry_entry> names;
+};
+
+/// Applies one registry event. Never fails, never does I/O.
+void apply(registry_record& rec, const wire::envelope& e);
+
+}  // namespace warren::actors

@@ -1,0 +1,38 @@
+// The I/O that actors need but must not do themselves: starting and stopping a sandbox's
+// init and its agent link. Declared here with plain values; implemented in gateway/
+// (which owns the KJ event loop and the agent links); wired together by warrend.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "wire/errors.hpp"
+
+namespace warren::actors {
+
+/// Everything needed to start one sandbox's init.
+struct sandbox_spec {
+  std::uint64_t sandbox_id = 0;
+  std::string name;      ///< Validated; becomes the hostname.
+  std::string dir;       ///< The sandbox's own directory (writable layers).
+  std::string base_dir;  ///< The shared, read-only base skeleton.
+};
+
+class sandbox_runtime {
+ public:
+  virtual ~sandbox_runtime() = default;
+
+  /// Starts the sandbox's init. Thread-safe. `started` is called once, from any thread,
+  /// with an empty error when the agent link is up. If it started, `exited` is called once
+  /// later, from any thread, when the init is gone (with a reason for the log).
+  virtual void start(const sandbox_spec& spec, std::function<void(const error&)> started,
+                     std::function<void(const std::string&)> exited) = 0;
+
+  /// Kills every process of the sandbox and releases its kernel objects (cgroup). Calls
+  /// `stopped` once, from any thread, when nothing of it runs any more. Stopping a sandbox
+  /// that does not run calls `stopped` at once.
+  virtual void stop(std::uint64_t sandbox_id, std::function<void()> stopped) = 0;
+};
+
+}  // namespace warren::actors

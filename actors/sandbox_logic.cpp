@@ -1,0 +1,138 @@
+#include "actors/sandbox_logic.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace warren::actors {
+
+namespace {
+
+template <class... Fs>
+struct overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+overloaded(Fs...) -> overloaded<Fs...>;
+
+bool has_nul(const std::string& s) { return s.find('\0') != std::string::npos; }
+
+}  // namespace
+
+void apply(sandbox_record& rec, const wire::envelope& e) {
+  rec.last_seq = e.seq;
+  std::visit(overloaded{
+                 [&](const wire::sandbox_created& x) {
+                   rec.name = x.name;
+                   rec.id = x.sandbox_id;
+                   rec.created_at_ms = e.at_ms;
+                 },
+                 [&](const wire::sandbox_destroyed&) {},
+                 [&](const wire::exec_started& x) {
+                   rec.exec_count = std::max(rec.exec_count, x.exec_id);
+                   rec.open_execs.insert(x.exec_id);
+                 },
+                 [&](const wire::exec_finished& x) { rec.open_execs.erase(x.exec_id); },
+             },
+             e.body);
+}
+
+error validate_exec(const exec_request& req, const exec_limits& limits) {
+  auto bad = [](std::string what) { return make_error(errc::invalid_argument, std::move(what)); };
+  if (req.argv.empty() || req.argv[0].empty())
+    return bad("the command is empty: give a program and its arguments, or a shell command");
+  if (req.argv.size() > limits.max_args)
+    return bad("the command has " + std::to_string(req.argv.size()) + " arguments; the limit is " +
+               std::to_string(limits.max_args));
+  std::size_t total = req.cwd.size();
+  for (std::size_t i = 0; i < req.argv.size(); ++i) {
+    if (has_nul(req.argv[i])) return bad("argument " + std::to_string(i) + " contains a NUL byte");
+    total += req.argv[i].size();
+  }
+  if (req.env.size() > limits.max_env)
+    return bad("the request sets " + std::to_string(req.env.size()) +
+               " environment variables; the limit is " + std::to_string(limits.max_env));
+  for (auto& [name, value] : req.env) {
+    bool ok = !name.empty() && name.size() <= 255 && !(name[0] >= '0' && name[0] <= '9');
+    for (char c : name)
+      ok = ok && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
+    if (!ok)
+      return bad("environment variable name '" + name.substr(0, 64) +
+                 "' is invalid: use letters, digits and '_', not starting with a digit");
+    if (has_nul(value)) return bad("the value of environment variable " + name + " contains a NUL byte");
+    total += name.size() + value.size() + 2;
+  }
+  if (!req.cwd.empty() && (req.cwd[0] != '/' || has_nul(req.cwd)))
+    return bad("the working directory must be an absolute path inside the sandbox, like /workspace");
+  if (total > limits.max_total_bytes)
+    return bad("the command, environment and working directory take " + std::to_string(total) +
+               " bytes; the limit is " + std::to_string(limits.max_total_bytes));
+  if (req.timeout_ms > limits.max_timeout_ms)
+    return bad("the timeout is longer than the limit of " +
+               std::to_string(limits.max_timeout_ms / 1000) + " seconds");
+  return {};
+}
+
+std::vector<std::pair<std::string, std::string>> default_env(const std::string& sandbox_name) {
+  return {
+      {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+      {"HOME", "/root"},
+      {"USER", "root"},
+      {"LANG", "C.UTF-8"},
+      {"HOSTNAME", sandbox_name},
+      {"TERM", "xterm-256color"},
+  };
+}
+
+exec_decision decide_exec(const sandbox_record& rec, const exec_request& req) {
+  exec_decision d;
+  d.ticket.sandbox_id = rec.id;
+  d.ticket.exec_id = rec.exec_count + 1;
+  d.ticket.argv = req.argv;
+  d.ticket.cwd = req.cwd.empty() ? default_cwd : req.cwd;
+  d.ticket.timeout_ms = req.timeout_ms;
+  // Later entries override earlier ones with the same name; order of first appearance kept.
+  std::map<std::string, std::size_t> index;
+  std::vector<std::pair<std::string, std::string>> env;
+  auto put = [&](const std::string& k, const std::string& v) {
+    auto [it, fresh] = index.emplace(k, env.size());
+    if (fresh) env.emplace_back(k, v);
+    else env[it->second].second = v;
+  };
+  for (auto& [k, v] : default_env(rec.name)) put(k, v);
+  for (auto& [k, v] : req.env) put(k, v);
+  for (auto& [k, v] : env) d.ticket.env.push_back(k + "=" + v);
+
+  d.event.exec_id = d.ticket.exec_id;
+  d.event.argv = req.argv;
+  d.event.cwd = d.ticket.cwd;
+  for (auto& kv : req.env) d.event.env_names.push_back(kv.first);
+  d.event.timeout_ms = req.timeout_ms;
+  return d;
+}
+
+wire::exec_finished decide_exec_end(std::uint64_t exec_id, const exec_outcome& o) {
+  wire::exec_finished f;
+  f.exec_id = exec_id;
+  f.exit_code = o.exit_code;
+  f.signal = o.signal;
+  f.timed_out = o.timed_out;
+  f.cancelled = o.cancelled;
+  f.duration_ms = o.duration_ms;
+  f.stdout_bytes = o.stdout_bytes;
+  f.stderr_bytes = o.stderr_bytes;
+  f.failed = o.failed;
+  return f;
+}
+
+std::vector<wire::exec_finished> decide_recovery(const sandbox_record& rec) {
+  std::vector<wire::exec_finished> out;
+  for (auto id : rec.open_execs) {
+    wire::exec_finished f;
+    f.exec_id = id;
+    f.failed = "lost: the daemon stopped while the command ran";
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace warren::actors

@@ -1,0 +1,61 @@
+// Pure event-sourcing logic of a sandbox: its replayable state, `apply`, and the
+// validation and deciding of commands. No I/O, no CAF: tested directly.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "actors/types.hpp"
+#include "wire/events.hpp"
+
+namespace warren::actors {
+
+/// Limits on what one exec request may carry.
+struct exec_limits {
+  std::size_t max_args = 4096;               ///< Default: 4096.
+  std::size_t max_total_bytes = 1 << 20;     ///< argv + env + cwd. Default: 1 MiB.
+  std::size_t max_env = 1024;                ///< Default: 1024 variables.
+  std::uint64_t max_timeout_ms = 7ull * 24 * 3600 * 1000;  ///< Default: 7 days.
+};
+
+/// The durable state of one sandbox incarnation, rebuilt by replaying its stream.
+struct sandbox_record {
+  std::string name;
+  std::uint64_t id = 0;
+  std::uint64_t last_seq = 0;       ///< Seq of the last applied event.
+  std::uint64_t created_at_ms = 0;
+  std::uint64_t exec_count = 0;     ///< Execs started; also the last exec id.
+  std::set<std::uint64_t> open_execs;  ///< Started and not yet finished.
+};
+
+/// Applies one event. Never fails, never does I/O; events that do not concern a sandbox
+/// stream are ignored.
+void apply(sandbox_record& rec, const wire::envelope& e);
+
+/// Checks an exec request against the limits and the rules (argv non-empty, no NUL bytes,
+/// env names valid, cwd absolute). Returns an invalid_argument error naming the field.
+error validate_exec(const exec_request& req, const exec_limits& limits = {});
+
+/// The environment every command starts with, before the request's own variables.
+std::vector<std::pair<std::string, std::string>> default_env(const std::string& sandbox_name);
+
+/// Decides an accepted exec: the ticket for the gateway and the event to journal.
+/// Precondition: validate_exec(req) passed.
+struct exec_decision {
+  exec_ticket ticket;
+  wire::exec_started event;
+};
+exec_decision decide_exec(const sandbox_record& rec, const exec_request& req);
+
+/// The journal event for a finished exec.
+wire::exec_finished decide_exec_end(std::uint64_t exec_id, const exec_outcome& o);
+
+/// Events that close execs left open by a daemon that stopped while they ran.
+std::vector<wire::exec_finished> decide_recovery(const sandbox_record& rec);
+
+/// Default working directory of commands.
+inline constexpr const char* default_cwd = "/workspace";
+
+}  // namespace warren::actors

@@ -1,0 +1,61 @@
+// Plain values that cross the actors/ boundary (to gateway/ and tools/). No CAF, no KJ.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "wire/errors.hpp"
+
+namespace warren::actors {
+
+enum class sandbox_status : std::uint8_t { stopped = 0, starting = 1, running = 2 };
+
+/// What a client sees of a sandbox.
+struct sandbox_info {
+  std::string name;
+  std::uint64_t id = 0;
+  sandbox_status status = sandbox_status::stopped;
+  std::uint64_t created_at_ms = 0;
+  std::uint64_t last_activity_ms = 0;
+};
+
+/// An exec as a client asked for it (already copied out of the wire format).
+struct exec_request {
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;  ///< Extra variables; values secret.
+  std::string cwd;              ///< Empty: the default (/workspace).
+  std::uint64_t timeout_ms = 0;  ///< 0: none.
+};
+
+/// What the sandbox actor hands back once an exec is journaled: everything the gateway
+/// needs to run it over the agent link.
+struct exec_ticket {
+  std::uint64_t sandbox_id = 0;
+  std::uint64_t exec_id = 0;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  ///< The complete environment, NAME=VALUE.
+  std::string cwd;
+  std::uint64_t timeout_ms = 0;
+};
+
+/// How an exec ended, reported back by the gateway for the journal.
+struct exec_outcome {
+  std::int32_t exit_code = -1;
+  std::int32_t signal = 0;
+  bool timed_out = false;
+  bool cancelled = false;
+  std::uint64_t duration_ms = 0;
+  std::uint64_t stdout_bytes = 0;
+  std::uint64_t stderr_bytes = 0;
+  std::string failed;  ///< Why it could not run; empty if it ran.
+};
+
+/// Completion callback of the asynchronous facade: an error, or a value.
+/// Called exactly once, on a CAF worker thread: hand the result to your own thread.
+template <class T>
+using callback = std::function<void(const error&, T)>;
+
+}  // namespace warren::actors

@@ -1,0 +1,42 @@
+// The gateway: all of the daemon's KJ event-loop I/O (Cap'n Proto RPC server, agent links,
+// the bridge to the actors). warrend's main calls prepare_process() first, then run().
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "actors/core.hpp"
+#include "wire/errors.hpp"
+
+namespace warren::gateway {
+
+struct gateway_options {
+  /// Unix socket of the RPC API, created with mode 0600. Default: /run/warren/warren.sock.
+  std::string socket_path = "/run/warren/warren.sock";
+  /// Optional TCP listen address ("127.0.0.1:7420"); empty: no TCP. Requires `token`.
+  std::string tcp_listen;
+  /// Bearer token for TCP clients (Login.login). Never logged.
+  std::string token;
+  /// The warren-init binary. Default: next to warrend.
+  std::string init_path;
+  /// This daemon's cgroup directory (under the cgroup2 root). Default: none (required).
+  std::string cgroup_parent;
+  /// Reported by Warren.version.
+  std::string version = "0.1.0";
+};
+
+/// Must run in main() before any thread exists (the journal's and RocksDB's included):
+/// blocks SIGTERM/SIGINT/SIGCHLD for the KJ loop and ignores SIGPIPE.
+void prepare_process();
+
+/// Builds the actor core once the runtime exists. Returns nullptr with `err` set on failure.
+using core_factory =
+    std::function<std::unique_ptr<actors::core>(actors::sandbox_runtime& runtime, error& err)>;
+
+/// Runs the daemon on the calling thread until SIGTERM or SIGINT, then shuts down in order:
+/// stop listening, stop every sandbox, stop the actors, remove the socket. Returns the
+/// process exit code (0 on a clean shutdown).
+int run(const gateway_options& options, core_factory make_core);
+
+}  // namespace warren::gateway

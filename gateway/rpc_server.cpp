@@ -1,0 +1,285 @@
+#include "gateway/rpc_server.hpp"
+
+#include <kj/debug.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "wire/warren.capnp.h"
+
+namespace warren::gateway {
+
+kj::Exception to_kj(const error& e) {
+  auto type = kj::Exception::Type::FAILED;
+  switch (e.code) {
+    case errc::timeout:
+    case errc::unavailable:
+    case errc::shutting_down:
+      type = kj::Exception::Type::OVERLOADED;
+      break;
+    default:
+      break;
+  }
+  std::string text = e.to_string();
+  if (e.code == errc::internal) {
+    // 5xx-style: no internals to the client; the details go to the log.
+    spdlog::error("event=internal_error reason=\"{}\"", e.message);
+    text = error{errc::internal, "internal error; the daemon's log has the details"}.to_string();
+  }
+  return kj::Exception(type, __FILE__, __LINE__, kj::str(text.c_str()));
+}
+
+namespace {
+
+std::string str(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
+
+wire::SandboxState to_wire(actors::sandbox_status s) {
+  switch (s) {
+    case actors::sandbox_status::starting:
+      return wire::SandboxState::STARTING;
+    case actors::sandbox_status::running:
+      return wire::SandboxState::RUNNING;
+    default:
+      return wire::SandboxState::STOPPED;
+  }
+}
+
+void fill(wire::SandboxInfo::Builder b, const actors::sandbox_info& i) {
+  b.setName(i.name);
+  b.setId(i.id);
+  b.setState(to_wire(i.status));
+  b.setCreatedAtMs(i.created_at_ms);
+  b.setLastActivityMs(i.last_activity_ms);
+}
+
+// Counts and forwards a command's output from the agent to the client, chunk by chunk;
+// flow control passes through (the agent's write completes when the client's does).
+class forward_sink final : public wire::OutputSink::Server {
+ public:
+  forward_sink(wire::ExecOutput::Client out, std::uint64_t& stdout_bytes, std::uint64_t& stderr_bytes)
+      : out_(kj::mv(out)), stdout_bytes_(stdout_bytes), stderr_bytes_(stderr_bytes) {}
+
+  kj::Promise<void> write(WriteContext context) override {
+    auto p = context.getParams();
+    auto data = p.getData();
+    if (p.getFd() == 2) {
+      stderr_bytes_ += data.size();
+      auto req = out_.writeStderrRequest(capnp::MessageSize{data.size() / 8 + 8, 0});
+      req.setData(data);
+      return req.send();
+    }
+    stdout_bytes_ += data.size();
+    auto req = out_.writeStdoutRequest(capnp::MessageSize{data.size() / 8 + 8, 0});
+    req.setData(data);
+    return req.send();
+  }
+
+ private:
+  wire::ExecOutput::Client out_;
+  std::uint64_t& stdout_bytes_;  // Borrowed from the exec_run that owns this sink's call.
+  std::uint64_t& stderr_bytes_;
+};
+
+// One exec in flight. If it is destroyed before its end was reported (the client cancelled
+// or disconnected, which cancels the agent call and so kills the command), it reports the
+// cancellation to the journal itself.
+struct exec_run {
+  rpc_context& ctx;
+  std::string name;
+  std::uint64_t sandbox_id;
+  std::uint64_t exec_id = 0;
+  bool reported = true;  // Nothing to report until the exec is journaled.
+  std::uint64_t stdout_bytes = 0, stderr_bytes = 0;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+
+  exec_run(rpc_context& c, std::string n, std::uint64_t id) : ctx(c), name(std::move(n)), sandbox_id(id) {}
+  ~exec_run() {
+    if (reported) return;
+    actors::exec_outcome o;
+    o.cancelled = true;
+    o.duration_ms = elapsed_ms();
+    o.stdout_bytes = stdout_bytes;
+    o.stderr_bytes = stderr_bytes;
+    spdlog::debug("event=exec_cancelled sandbox={} exec={}", name, exec_id);
+    ctx.core.end_exec(name, sandbox_id, exec_id, o, [](const error&, bool) {});
+  }
+  std::uint64_t elapsed_ms() const {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::steady_clock::now() - started)
+                                          .count());
+  }
+};
+
+class sandbox_impl final : public wire::Sandbox::Server {
+ public:
+  sandbox_impl(rpc_context& ctx, std::string name, std::uint64_t id) : ctx_(ctx), name_(std::move(name)), id_(id) {}
+
+  kj::Promise<void> info(InfoContext context) override {
+    return ctx_.calls
+        .call<actors::sandbox_info>([this](auto cb) { ctx_.core.sandbox_info(name_, id_, std::move(cb)); })
+        .then([context](actors::sandbox_info i) mutable { fill(context.getResults().initInfo(), i); });
+  }
+
+  kj::Promise<void> exec(ExecContext context) override {
+    context.allowCancellation();  // A client that goes away kills its command.
+    auto params = context.getParams();
+    auto r = params.getRequest();
+    actors::exec_request req;
+    auto command = r.getCommand();
+    if (command.isShell()) {
+      req.argv = {"/bin/sh", "-c", str(command.getShell())};
+    } else {
+      for (auto a : command.getArgv()) req.argv.push_back(str(a));
+    }
+    for (auto e : r.getEnv()) req.env.emplace_back(str(e.getName()), str(e.getValue()));
+    req.cwd = str(r.getCwd());
+    req.timeout_ms = r.getTimeoutMs();
+    auto output = params.getOutput();
+    auto run = kj::heap<exec_run>(ctx_, name_, id_);
+    auto* state = run.get();
+
+    return ctx_.calls
+        .call<actors::exec_ticket>(
+            [this, req = std::move(req)](auto cb) mutable { ctx_.core.begin_exec(name_, id_, std::move(req), std::move(cb)); })
+        .then([this, state, output](actors::exec_ticket t) mutable {
+          state->exec_id = t.exec_id;
+          state->reported = false;
+          state->started = std::chrono::steady_clock::now();
+          KJ_IF_MAYBE(agent, ctx_.host.agent(t.sandbox_id)) {
+            auto call = agent->execRequest();
+            auto argv = call.initArgv(t.argv.size());
+            for (unsigned i = 0; i < t.argv.size(); ++i) argv.set(i, t.argv[i]);
+            auto env = call.initEnv(t.env.size());
+            for (unsigned i = 0; i < t.env.size(); ++i) env.set(i, t.env[i]);
+            call.setCwd(t.cwd);
+            call.setTimeoutMs(t.timeout_ms);
+            call.setSink(kj::heap<forward_sink>(output, state->stdout_bytes, state->stderr_bytes));
+            return call.send().then(
+                [state](capnp::Response<wire::Agent::ExecResults> res) {
+                  auto st = res.getStatus();
+                  actors::exec_outcome o;
+                  o.exit_code = st.getExitCode();
+                  o.signal = st.getSignal();
+                  o.timed_out = st.getTimedOut();
+                  o.duration_ms = st.getDurationUs() / 1000;
+                  return o;
+                },
+                [state](kj::Exception&& e) {
+                  actors::exec_outcome o;
+                  o.failed = "the sandbox stopped while the command ran";
+                  o.duration_ms = state->elapsed_ms();
+                  spdlog::debug("event=exec_link_failed exec={} reason=\"{}\"", state->exec_id, e.getDescription().cStr());
+                  return o;
+                });
+          }
+          actors::exec_outcome o;
+          o.failed = "the sandbox is not running";
+          return kj::Promise<actors::exec_outcome>(kj::mv(o));
+        })
+        .then([this, state, context](actors::exec_outcome o) mutable {
+          o.stdout_bytes = state->stdout_bytes;
+          o.stderr_bytes = state->stderr_bytes;
+          state->reported = true;
+          auto exec_id = state->exec_id;
+          return ctx_.calls
+              .call<bool>([this, exec_id, o](auto cb) { ctx_.core.end_exec(name_, id_, exec_id, o, std::move(cb)); })
+              .then([context, o, exec_id](bool) mutable -> kj::Promise<void> {
+                if (!o.failed.empty()) return to_kj(make_error(errc::unavailable, o.failed + "; retry"));
+                auto res = context.getResults().initResult();
+                res.setExitCode(o.exit_code);
+                res.setSignal(o.signal);
+                res.setDurationMs(o.duration_ms);
+                res.setTimedOut(o.timed_out);
+                res.setStdoutBytes(o.stdout_bytes);
+                res.setStderrBytes(o.stderr_bytes);
+                res.setExecId(exec_id);
+                return kj::READY_NOW;
+              });
+        })
+        .attach(kj::mv(run));
+  }
+
+ private:
+  rpc_context& ctx_;
+  std::string name_;
+  std::uint64_t id_;
+};
+
+class warren_impl final : public wire::Warren::Server {
+ public:
+  explicit warren_impl(rpc_context& ctx) : ctx_(ctx) {}
+
+  kj::Promise<void> sandbox(SandboxContext context) override {
+    auto p = context.getParams();
+    auto name = str(p.getName());
+    bool create = p.hasOptions() ? p.getOptions().getCreateIfMissing() : true;
+    return ctx_.calls
+        .call<actors::sandbox_info>([this, name, create](auto cb) { ctx_.core.get_sandbox(name, create, std::move(cb)); })
+        .then([this, context](actors::sandbox_info i) mutable {
+          auto res = context.getResults();
+          fill(res.initInfo(), i);
+          res.setSandbox(kj::heap<sandbox_impl>(ctx_, i.name, i.id));
+        });
+  }
+
+  kj::Promise<void> list(ListContext context) override {
+    return ctx_.calls.call<std::vector<actors::sandbox_info>>([this](auto cb) { ctx_.core.list(std::move(cb)); })
+        .then([context](std::vector<actors::sandbox_info> all) mutable {
+          auto out = context.getResults().initSandboxes(all.size());
+          for (unsigned i = 0; i < all.size(); ++i) fill(out[i], all[i]);
+        });
+  }
+
+  kj::Promise<void> destroy(DestroyContext context) override {
+    auto name = str(context.getParams().getName());
+    return ctx_.calls.call<bool>([this, name](auto cb) { ctx_.core.destroy(name, std::move(cb)); })
+        .then([context](bool existed) mutable { context.getResults().setExisted(existed); });
+  }
+
+  kj::Promise<void> version(VersionContext context) override {
+    auto res = context.getResults();
+    res.setDaemon(ctx_.version);
+    res.setApi(1);
+    return kj::READY_NOW;
+  }
+
+ private:
+  rpc_context& ctx_;
+};
+
+// Compares in time that depends only on the expected token's length, so the time taken
+// does not reveal how much of a guess was right.
+bool same_token(const std::string& given, const std::string& expected) {
+  unsigned char diff = given.size() != expected.size() ? 1 : 0;
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    diff |= static_cast<unsigned char>((i < given.size() ? given[i] : 0) ^ expected[i]);
+  return diff == 0;
+}
+
+class login_impl final : public wire::Login::Server {
+ public:
+  explicit login_impl(rpc_context& ctx) : ctx_(ctx) {}
+
+  kj::Promise<void> login(LoginContext context) override {
+    auto token = str(context.getParams().getToken());
+    if (!ctx_.token.empty() && same_token(token, ctx_.token)) {
+      context.getResults().setWarren(kj::heap<warren_impl>(ctx_));
+      return kj::READY_NOW;
+    }
+    spdlog::warn("event=login_refused");
+    // A pause on every refusal makes guessing slow.
+    return ctx_.timer.afterDelay(200 * kj::MILLISECONDS).then([]() -> kj::Promise<void> {
+      return to_kj(make_error(errc::unauthenticated, "wrong or missing token"));
+    });
+  }
+
+ private:
+  rpc_context& ctx_;
+};
+
+}  // namespace
+
+capnp::Capability::Client make_warren(rpc_context& ctx) { return kj::heap<warren_impl>(ctx); }
+capnp::Capability::Client make_login(rpc_context& ctx) { return kj::heap<login_impl>(ctx); }
+
+}  // namespace warren::gateway

@@ -1,0 +1,257 @@
+#include "gateway/sandbox_host.hpp"
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-unix.h>
+#include <kj/debug.h>
+#include <spdlog/spdlog.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+namespace warren::gateway {
+
+namespace {
+
+struct task_error_handler final : kj::TaskSet::ErrorHandler {
+  void taskFailed(kj::Exception&& e) override {
+    spdlog::warn("event=host_task_failed reason=\"{}\"", e.getDescription().cStr());
+  }
+};
+task_error_handler task_errors;
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("killed by signal ") + strsignal(WTERMSIG(status));
+  return "ended";
+}
+
+// Moves `fd` above the fds that posix_spawn will dup2 into (3, 4), keeping CLOEXEC, so a
+// dup2 onto itself (which would keep CLOEXEC) cannot happen.
+int high_fd(int fd) {
+  int h = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  ::close(fd);
+  return h;
+}
+
+}  // namespace
+
+struct sandbox_host::link {
+  std::uint64_t sandbox_id = 0;
+  std::string name;
+  pid_t pid = 0;
+  kj::Maybe<pid_t> pid_slot;  // Nulled by KJ when reaped.
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyClient> client;
+  kj::Maybe<wire::Agent::Client> agent;  // Set once the init reported success.
+  std::function<void(const std::string&)> exited;
+  std::vector<std::function<void()>> stop_waiters;
+  bool stopping = false;
+};
+
+struct sandbox_host::state {
+  std::unordered_map<std::uint64_t, kj::Own<link>> links;
+  kj::TaskSet tasks{task_errors};
+};
+
+sandbox_host::sandbox_host(kj::AsyncIoContext& io, inbox& box, cgroup_tree& cgroups, host_options options)
+    : io_(io), box_(box), cgroups_(cgroups), options_(std::move(options)), st_(std::make_unique<state>()) {}
+
+std::size_t sandbox_host::running() const { return st_->links.size(); }
+
+sandbox_host::~sandbox_host() {}
+
+void sandbox_host::start(const actors::sandbox_spec& spec, std::function<void(const error&)> started,
+                         std::function<void(const std::string&)> exited) {
+  box_.post([this, spec, started = std::move(started), exited = std::move(exited)]() mutable {
+    do_start(std::move(spec), std::move(started), std::move(exited));
+  });
+}
+
+void sandbox_host::stop(std::uint64_t sandbox_id, std::function<void()> stopped) {
+  box_.post([this, sandbox_id, stopped = std::move(stopped)]() mutable { do_stop(sandbox_id, std::move(stopped)); });
+}
+
+kj::Maybe<wire::Agent::Client> sandbox_host::agent(std::uint64_t sandbox_id) {
+  auto it = st_->links.find(sandbox_id);
+  if (it == st_->links.end() || it->second->stopping) return nullptr;
+  return it->second->agent;
+}
+
+void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const error&)> started,
+                            std::function<void(const std::string&)> exited) {
+  auto fail = [&](const std::string& why) { started(make_error(errc::start_failed, "cannot start sandbox " + spec.name + ": " + why)); };
+  if (st_->links.count(spec.sandbox_id)) return fail("its init is still running (stop it first)");
+  if (auto e = cgroups_.create(spec.sandbox_id)) return fail(e.message);
+
+  int sv[2], status[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return fail(std::string("socketpair: ") + std::strerror(errno));
+  if (::pipe2(status, O_CLOEXEC) < 0) {
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return fail(std::string("pipe2: ") + std::strerror(errno));
+  }
+  int child_sock = high_fd(sv[1]), child_status = high_fd(status[1]);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, child_sock, 3);
+  posix_spawn_file_actions_adddup2(&actions, child_status, 4);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // The daemon's threads block the signals KJ captures and KJ ignores SIGPIPE; the init
+  // starts with a clean slate.
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_USEVFORK);
+
+  auto parent_pid = std::to_string(::getpid());
+  auto cgroup = cgroups_.path(spec.sandbox_id);
+  std::vector<std::string> args = {"warren-init",   "--name",     spec.name, "--sandbox-dir", spec.dir,
+                                   "--base-dir",    spec.base_dir, "--cgroup", cgroup,        "--parent-pid",
+                                   parent_pid};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  char* envp[] = {nullptr};
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, options_.init_path.c_str(), &actions, &attr, argv.data(), envp);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  ::close(child_sock);
+  ::close(child_status);
+  if (rc != 0) {
+    ::close(sv[0]);
+    ::close(status[0]);
+    return fail("posix_spawn " + options_.init_path + ": " + std::strerror(rc));
+  }
+
+  auto l = kj::heap<link>();
+  l->sandbox_id = spec.sandbox_id;
+  l->name = spec.name;
+  l->pid = pid;
+  l->pid_slot = pid;
+  l->exited = std::move(exited);
+  auto exit_promise = io_.unixEventPort.onChildExit(l->pid_slot);  // Right after spawn (KJ's rule).
+  l->stream = io_.lowLevelProvider->wrapSocketFd(sv[0], kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP |
+                                                             kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC);
+  l->client = kj::heap<capnp::TwoPartyClient>(*l->stream);
+  auto agent = l->client->bootstrap().castAs<wire::Agent>();
+  auto id = spec.sandbox_id;
+  st_->links.emplace(id, kj::mv(l));
+  spdlog::debug("event=init_spawned sandbox={} pid={}", spec.name, pid);
+
+  st_->tasks.add(exit_promise.then([this, id](int st) { on_exit(id, st); }));
+
+  // The init reports setup errors as one line on the status pipe and closes it on success;
+  // a ping then proves the agent link works.
+  auto status_in = io_.lowLevelProvider->wrapInputFd(status[0], kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP |
+                                                                      kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC);
+  auto& status_ref = *status_in;
+  st_->tasks.add(status_ref.readAllText(4096)
+                 .attach(kj::mv(status_in))
+                 .then([this, id, agent](kj::String msg) mutable -> kj::Promise<void> {
+                   if (msg.size() > 0) {
+                     std::string text(msg.cStr());
+                     while (!text.empty() && text.back() == '\n') text.pop_back();
+                     return KJ_EXCEPTION(FAILED, text);
+                   }
+                   return agent.pingRequest().send().ignoreResult();
+                 })
+                 .then(
+                     [this, id, agent, started]() mutable {
+                       auto it = st_->links.find(id);
+                       if (it == st_->links.end() || it->second->stopping) {
+                         started(make_error(errc::start_failed, "the sandbox's init exited during start-up"));
+                         return;
+                       }
+                       it->second->agent = agent;
+                       started({});
+                     },
+                     [this, id, name = spec.name, started](kj::Exception&& e) {
+                       std::string why = e.getDescription().cStr();
+                       spdlog::warn("event=init_failed sandbox={} reason=\"{}\"", name, why);
+                       started(make_error(errc::start_failed, "cannot start sandbox " + name + ": " + why));
+                       do_stop(id, [] {});
+                     }));
+}
+
+void sandbox_host::do_stop(std::uint64_t sandbox_id, std::function<void()> stopped) {
+  auto it = st_->links.find(sandbox_id);
+  if (it == st_->links.end()) {
+    // Not running; make sure no cgroup is left (e.g. a start that failed early).
+    st_->tasks.add(remove_cgroup(sandbox_id, 500).then([stopped = std::move(stopped)]() { stopped(); }));
+    return;
+  }
+  auto& l = *it->second;
+  l.stop_waiters.push_back(std::move(stopped));
+  if (l.stopping) return;
+  l.stopping = true;
+  l.agent = nullptr;
+  // cgroup.kill reaches every process of the sandbox at once; killing stage 1 alone would
+  // also end it (PDEATHSIG of PID 1 tears down the pid namespace), and is the fallback.
+  if (!cgroups_.kill_all(sandbox_id)) {
+    KJ_IF_MAYBE(pid, l.pid_slot) { ::kill(*pid, SIGKILL); }
+  }
+}
+
+void sandbox_host::on_exit(std::uint64_t sandbox_id, int status) {
+  auto it = st_->links.find(sandbox_id);
+  if (it == st_->links.end()) return;
+  auto l = kj::mv(it->second);
+  st_->links.erase(it);
+  auto why = describe_status(status);
+  if (!l->stopping) spdlog::warn("event=init_exited sandbox={} reason=\"{}\"", l->name, why);
+  // Stage 1 is gone, so PID 1 got SIGKILL; the rest of the pid namespace dies with it. The
+  // cgroup becomes removable once the kernel has finished tearing it down.
+  if (!l->stopping) cgroups_.kill_all(sandbox_id);
+  auto waiters = std::move(l->stop_waiters);
+  auto exited = std::move(l->exited);
+  st_->tasks.add(remove_cgroup(sandbox_id, 500).then([waiters = std::move(waiters), exited = std::move(exited), why]() {
+    for (auto& w : waiters) w();
+    if (exited) exited(why);
+  }));
+  // The link (client, stream) is destroyed here, after the init is gone.
+}
+
+kj::Promise<void> sandbox_host::remove_cgroup(std::uint64_t sandbox_id, int attempts_left) {
+  if (cgroups_.is_empty(sandbox_id)) {
+    if (!cgroups_.remove(sandbox_id)) return kj::READY_NOW;
+  } else {
+    cgroups_.kill_all(sandbox_id);
+  }
+  if (attempts_left == 0) {
+    spdlog::error("event=cgroup_left sandbox_id={} path={}", sandbox_id, cgroups_.path(sandbox_id));
+    return kj::READY_NOW;
+  }
+  return io_.provider->getTimer().afterDelay(10 * kj::MILLISECONDS).then([this, sandbox_id, attempts_left]() {
+    return remove_cgroup(sandbox_id, attempts_left - 1);
+  });
+}
+
+kj::Promise<void> sandbox_host::stop_all() {
+  if (st_->links.empty()) return kj::READY_NOW;
+  auto paf = kj::newPromiseAndFulfiller<void>();
+  auto left = std::make_shared<std::size_t>(st_->links.size());
+  auto fulfiller = std::make_shared<kj::Own<kj::PromiseFulfiller<void>>>(kj::mv(paf.fulfiller));
+  std::vector<std::uint64_t> ids;
+  for (auto& [id, l] : st_->links) ids.push_back(id);
+  for (auto id : ids)
+    do_stop(id, [left, fulfiller]() {
+      if (--*left == 0) (*fulfiller)->fulfill();
+    });
+  return kj::mv(paf.promise);
+}
+
+}  // namespace warren::gateway

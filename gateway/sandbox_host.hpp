@@ -1,0 +1,62 @@
+// Internal to gateway/: implements actors::sandbox_runtime on the KJ thread. Starts each
+// sandbox's warren-init (posix_spawn: the daemon is multi-threaded and never forks or sets
+// up namespaces itself), holds its agent link, watches it exit, and kills and removes its
+// cgroup on stop.
+#pragma once
+
+#include <kj/async-io.h>
+
+#include <memory>
+#include <string>
+
+#include "actors/runtime.hpp"
+#include "gateway/cgroups.hpp"
+#include "gateway/inbox.hpp"
+#include "wire/agent.capnp.h"
+
+namespace warren::gateway {
+
+struct host_options {
+  std::string init_path;  ///< The warren-init binary.
+};
+
+class sandbox_host final : public actors::sandbox_runtime {
+ public:
+  /// KJ thread only. `io`, `box` and `cgroups` are borrowed and outlive the host.
+  sandbox_host(kj::AsyncIoContext& io, inbox& box, cgroup_tree& cgroups, host_options options);
+  ~sandbox_host();
+
+  // sandbox_runtime (any thread): the work is posted to the KJ thread.
+  void start(const actors::sandbox_spec& spec, std::function<void(const error&)> started,
+             std::function<void(const std::string&)> exited) override;
+  void stop(std::uint64_t sandbox_id, std::function<void()> stopped) override;
+
+  /// The agent of a running sandbox. KJ thread only.
+  kj::Maybe<wire::Agent::Client> agent(std::uint64_t sandbox_id);
+
+  /// Kills every sandbox still running; resolves when all are gone. KJ thread only.
+  kj::Promise<void> stop_all();
+
+  /// Number of running inits (tests, shutdown checks).
+  std::size_t running() const;
+
+  struct link;
+  struct state;
+
+ private:
+  void do_start(actors::sandbox_spec spec, std::function<void(const error&)> started,
+                std::function<void(const std::string&)> exited);
+  void do_stop(std::uint64_t sandbox_id, std::function<void()> stopped);
+  void on_exit(std::uint64_t sandbox_id, int status);
+  kj::Promise<void> remove_cgroup(std::uint64_t sandbox_id, int attempts_left);
+
+  kj::AsyncIoContext& io_;
+  inbox& box_;
+  cgroup_tree& cgroups_;
+  host_options options_;
+  // KJ members live behind a unique_ptr: their destructors may throw, which an override
+  // of the plain runtime interface's destructor may not.
+  std::unique_ptr<state> st_;
+};
+
+}  // namespace warren::gateway

@@ -1,0 +1,58 @@
+#include "storage/layout.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+namespace warren::storage {
+
+namespace fs = std::filesystem;
+
+error prepare_layout(const std::string& data_dir, layout& out) {
+  if (data_dir.empty()) return make_error(errc::invalid_argument, "the data directory is empty");
+  std::error_code ec;
+  auto abs = fs::absolute(data_dir, ec).lexically_normal().string();
+  if (ec) return make_error(errc::invalid_argument, "data directory " + data_dir + ": " + ec.message());
+  while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
+  if (abs.find_first_of(",:\\\n") != std::string::npos)
+    return make_error(errc::invalid_argument,
+                      "data directory " + abs +
+                          " contains ',', ':', '\\' or a newline, which overlayfs mount options "
+                          "cannot carry: choose another path");
+  fs::create_directories(abs, ec);
+  if (ec) return make_error(errc::invalid_argument, "cannot create data directory " + abs + ": " + ec.message());
+  if (::chmod(abs.c_str(), 0700) != 0)
+    return make_error(errc::invalid_argument,
+                      "cannot chmod data directory " + abs + ": " + std::strerror(errno));
+  out.data_dir = abs;
+  for (auto dir : {out.sandboxes_dir(), out.data_dir + "/base"}) {
+    fs::create_directories(dir, ec);
+    if (ec) return make_error(errc::invalid_argument, "cannot create " + dir + ": " + ec.message());
+  }
+  return {};
+}
+
+error remove_tree(const std::string& path) {
+  std::error_code ec;
+  // remove_all removes symlinks themselves and never follows them.
+  fs::remove_all(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return make_error(errc::internal, "cannot remove " + path + ": " + ec.message());
+  return {};
+}
+
+std::vector<std::uint64_t> list_sandbox_dirs(const layout& l) {
+  std::vector<std::uint64_t> ids;
+  std::error_code ec;
+  for (auto& entry : fs::directory_iterator(l.sandboxes_dir(), ec)) {
+    auto name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    ids.push_back(std::stoull(name));
+  }
+  return ids;
+}
+
+}  // namespace warren::storage

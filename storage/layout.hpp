@@ -1,0 +1,39 @@
+// Where everything lives under the daemon's data directory. Paths are built from numeric
+// ids only, never from client input, so nothing a client sends can steer a path.
+//
+//   <data>/journal/                  RocksDB event journal
+//   <data>/base/v1/                  generated base skeleton (etc/, usr -> host /usr overlay)
+//   <data>/sandboxes/<id>/           one sandbox incarnation (layout inside: warren-init)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wire/errors.hpp"
+
+namespace warren::storage {
+
+struct layout {
+  std::string data_dir;  ///< Absolute, normalized.
+
+  std::string journal_dir() const { return data_dir + "/journal"; }
+  std::string base_dir() const { return data_dir + "/base/v1"; }
+  std::string sandboxes_dir() const { return data_dir + "/sandboxes"; }
+  std::string sandbox_dir(std::uint64_t id) const {
+    return sandboxes_dir() + "/" + std::to_string(id);
+  }
+};
+
+/// Makes `data_dir` absolute, creates it (mode 0700) and the fixed subdirectories.
+/// Refuses paths with characters that overlayfs mount options cannot carry (',' ':' '\').
+error prepare_layout(const std::string& data_dir, layout& out);
+
+/// Removes a directory tree without following symlinks and without crossing into other
+/// mounts. A missing tree is success. Blocking: call it off the event loops.
+error remove_tree(const std::string& path);
+
+/// Ids of the sandbox directories present on disk (for garbage collection at start-up).
+std::vector<std::uint64_t> list_sandbox_dirs(const layout& l);
+
+}  // namespace warren::storage

@@ -1,0 +1,192 @@
+// The agent: warren-init's side of the agent link. Single-threaded KJ loop, Cap'n Proto RPC
+// over the socketpair inherited from warrend. As PID 1 of the sandbox it also reaps every
+// orphan (KJ's child-exit handling waits for any child).
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+#include <kj/async-unix.h>
+#include <kj/debug.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <vector>
+
+#include "sys.hpp"
+#include "wire/agent.capnp.h"
+
+extern char** environ;
+
+namespace warren::init {
+namespace {
+
+constexpr std::size_t chunk_bytes = 64 * 1024;
+constexpr auto kill_grace = 2 * kj::SECONDS;
+// After the command exits, output still in its pipes is drained for at most this long; a
+// background child that keeps the pipe open must not hold the call forever.
+constexpr auto drain_after_exit = 200 * kj::MILLISECONDS;
+
+std::string str(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
+
+// One running command. Destroying it (the call finished or was cancelled) kills whatever
+// is left of its process group.
+struct exec_job {
+  kj::Maybe<pid_t> pid;  // Nulled by KJ once reaped.
+  pid_t pgid = 0;
+  bool exited = false;
+  bool timed_out = false;
+  int status = 0;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  std::uint64_t duration_us = 0;
+
+  ~exec_job() {
+    // Cancelled (caller gone) or finished: no process of this command outlives the call.
+    if (pgid > 0) ::kill(-pgid, SIGKILL);
+  }
+};
+
+[[noreturn]] void child_fail(const std::string& msg, int code) {
+  std::string line = "warren: " + msg + "\n";
+  write_all(2, line.data(), line.size());
+  ::_exit(code);
+}
+
+// Runs in the forked child: never returns.
+[[noreturn]] void exec_child(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                             const std::string& cwd, int devnull, int out, int err) {
+  ::setsid();
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);  // KJ ignores SIGPIPE.
+  if (::dup2(devnull, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) ::_exit(126);
+  ::close_range(3, ~0U, 0);
+  try {
+    restrict_capabilities();
+  } catch (const init_error& e) {
+    child_fail(std::string("cannot drop capabilities: ") + e.what(), 126);
+  }
+  if (::chdir(cwd.c_str()) < 0)
+    child_fail("cannot change to directory " + cwd + ": " + std::strerror(errno), 126);
+  std::vector<char*> args, envp;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  environ = envp.data();  // execvp searches the PATH of the command's own environment.
+  ::execvp(args[0], args.data());
+  int e = errno;
+  if (e == ENOENT) child_fail(argv[0] + ": command not found", 127);
+  child_fail(argv[0] + ": " + std::strerror(e), 126);
+}
+
+class agent_impl final : public wire::Agent::Server {
+ public:
+  agent_impl(kj::AsyncIoContext& io) : io_(io) {}
+
+  kj::Promise<void> ping(PingContext context) override {
+    context.getResults().setPid(::getpid());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> exec(ExecContext context) override {
+    context.allowCancellation();  // The daemon dropping the call kills the command.
+    auto params = context.getParams();
+    std::vector<std::string> argv, env;
+    for (auto a : params.getArgv()) argv.push_back(str(a));
+    for (auto e : params.getEnv()) env.push_back(str(e));
+    auto cwd = str(params.getCwd());
+    auto timeout_ms = params.getTimeoutMs();
+    auto sink = params.getSink();
+    KJ_REQUIRE(!argv.empty() && !argv[0].empty(), "empty argv");
+
+    int out[2], err[2];
+    check(::pipe2(out, O_CLOEXEC), "pipe2");
+    check(::pipe2(err, O_CLOEXEC), "pipe2");
+    unique_fd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]);
+    unique_fd devnull(static_cast<int>(check(::open("/dev/null", O_RDONLY | O_CLOEXEC), "open", "/dev/null")));
+
+    auto job = kj::heap<exec_job>();
+    pid_t pid = static_cast<pid_t>(check(::fork(), "fork"));
+    if (pid == 0) exec_child(argv, env, cwd, devnull.get(), out_w.get(), err_w.get());
+    job->pid = pid;
+    job->pgid = pid;
+    out_w.reset();
+    err_w.reset();
+    auto exited = io_.unixEventPort.onChildExit(job->pid);  // Right after fork (KJ's rule).
+
+    auto& low = *io_.lowLevelProvider;
+    constexpr auto flags = kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP | kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC;
+    auto out_stream = low.wrapInputFd(out_r.release(), flags);
+    auto err_stream = low.wrapInputFd(err_r.release(), flags);
+    auto pumps = kj::joinPromises(kj::arr(pump(*out_stream, 1, sink), pump(*err_stream, 2, sink)))
+                     .attach(kj::mv(out_stream), kj::mv(err_stream))
+                     .fork();
+
+    auto& timer = io_.provider->getTimer();
+    exec_job* raw = job.get();
+    kj::Promise<void> deadline = kj::NEVER_DONE;
+    if (timeout_ms > 0) {
+      deadline = timer.afterDelay(timeout_ms * kj::MILLISECONDS).then([raw, &timer]() {
+        raw->timed_out = true;
+        ::kill(-raw->pgid, SIGTERM);
+        return timer.afterDelay(kill_grace).then([raw]() { ::kill(-raw->pgid, SIGKILL); });
+      });
+    }
+    auto finished = exited.then([raw](int status) {
+      raw->exited = true;
+      raw->status = status;
+      raw->duration_us = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                        std::chrono::steady_clock::now() - raw->started)
+                                                        .count());
+    });
+    // Output is pumped while the command runs (eagerly, or a full pipe would block it).
+    auto drained = pumps.addBranch().eagerlyEvaluate(nullptr);
+    return finished.exclusiveJoin(kj::mv(deadline).then([]() -> kj::Promise<void> { return kj::NEVER_DONE; }))
+        .then([drained = kj::mv(drained), &timer]() mutable {
+          return drained.exclusiveJoin(timer.afterDelay(drain_after_exit));
+        })
+        .then([context, raw]() mutable {
+          auto st = context.getResults().initStatus();
+          if (WIFEXITED(raw->status)) {
+            st.setExitCode(WEXITSTATUS(raw->status));
+          } else {
+            st.setExitCode(-1);
+            st.setSignal(WIFSIGNALED(raw->status) ? WTERMSIG(raw->status) : 0);
+          }
+          st.setTimedOut(raw->timed_out);
+          st.setDurationUs(raw->duration_us);
+        })
+        .attach(kj::mv(job), kj::mv(pumps));
+  }
+
+ private:
+  kj::Promise<void> pump(kj::AsyncInputStream& in, std::uint8_t fd, wire::OutputSink::Client sink) {
+    auto buf = kj::heapArray<kj::byte>(chunk_bytes);
+    auto data = buf.begin();
+    return in.tryRead(data, 1, chunk_bytes)
+        .then([this, &in, fd, sink, buf = kj::mv(buf)](std::size_t n) mutable -> kj::Promise<void> {
+          if (n == 0) return kj::READY_NOW;
+          auto req = sink.writeRequest();
+          req.setFd(fd);
+          req.setData(buf.slice(0, n));
+          return req.send().then([this, &in, fd, sink]() mutable { return pump(in, fd, sink); });
+        });
+  }
+
+  kj::AsyncIoContext& io_;
+};
+
+}  // namespace
+
+int serve_agent(int sock_fd) {
+  auto io = kj::setupAsyncIo();
+  auto stream = io.lowLevelProvider->wrapSocketFd(sock_fd, kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP);
+  capnp::TwoPartyVatNetwork network(*stream, capnp::rpc::twoparty::Side::SERVER);
+  auto server = capnp::makeRpcServer(network, kj::heap<agent_impl>(io));
+  network.onDisconnect().wait(io.waitScope);
+  return 0;
+}
+
+}  // namespace warren::init

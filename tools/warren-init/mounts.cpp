@@ -1,0 +1,122 @@
+// The sandbox's root filesystem (see DESIGN.md "Base image"):
+//   /        overlay: lower = generated skeleton, upper = <sandbox>/upper/root
+//   /usr     overlay: lower = host /usr,          upper = <sandbox>/upper/usr
+//   /proc    proc of the sandbox's pid namespace, with the kernel knobs read-only
+//   /dev     tmpfs with null zero full random urandom tty bound from the host, devpts, shm
+//   /tmp /run  tmpfs
+// then pivot_root, so that nothing of the host's tree stays reachable.
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include <fstream>
+
+#include "sys.hpp"
+
+namespace warren::init {
+namespace {
+
+void mkdir_p(const std::string& path, mode_t mode) {
+  std::string cur;
+  std::size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    cur = path.substr(0, pos);
+    if (cur.empty()) continue;
+    if (::mkdir(cur.c_str(), mode) < 0 && errno != EEXIST) fail("mkdir", cur, errno);
+  }
+}
+
+void do_mount(const char* source, const std::string& target, const char* type, unsigned long flags,
+              const std::string& data = "") {
+  check(::mount(source, target.c_str(), type, flags, data.empty() ? nullptr : data.c_str()),
+        std::string("mount ") + (type ? type : "bind"), target);
+}
+
+void touch(const std::string& path, mode_t mode) {
+  unique_fd fd(static_cast<int>(check(::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, mode), "create", path)));
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  unique_fd fd(static_cast<int>(check(::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0644), "create", path)));
+  if (!write_all(fd.get(), text.data(), text.size())) fail("write", path, errno);
+}
+
+void bind_read_only(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) < 0) return;  // Absent on this kernel: nothing to protect.
+  do_mount(path.c_str(), path, nullptr, MS_BIND | MS_REC);
+  do_mount(nullptr, path, nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC);
+}
+
+void mask(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) < 0) return;
+  if (S_ISDIR(st.st_mode)) do_mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0");
+  else do_mount("/dev/null", path, nullptr, MS_BIND);
+}
+
+void make_dev(const std::string& dev) {
+  do_mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=64k");
+  for (auto node : {"null", "zero", "full", "random", "urandom", "tty"}) {
+    auto target = dev + "/" + node;
+    touch(target, 0666);
+    do_mount((std::string("/dev/") + node).c_str(), target, nullptr, MS_BIND);
+  }
+  mkdir_p(dev + "/pts", 0755);
+  do_mount("devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5");
+  check(::symlink("pts/ptmx", (dev + "/ptmx").c_str()), "symlink", dev + "/ptmx");
+  mkdir_p(dev + "/shm", 01777);
+  do_mount("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  struct link {
+    const char* target;
+    const char* name;
+  };
+  for (auto l : {link{"/proc/self/fd", "fd"}, link{"/proc/self/fd/0", "stdin"},
+                 link{"/proc/self/fd/1", "stdout"}, link{"/proc/self/fd/2", "stderr"}})
+    check(::symlink(l.target, (dev + "/" + l.name).c_str()), "symlink", dev + "/" + l.name);
+}
+
+}  // namespace
+
+void prepare_layer_dirs(const root_config& c) {
+  for (auto d : {"/upper/root", "/upper/usr", "/work/root", "/work/usr", "/rootfs"})
+    mkdir_p(c.sandbox_dir + d, 0755);
+}
+
+void enter_root(const root_config& c) {
+  const auto& dir = c.sandbox_dir;
+  const auto root = dir + "/rootfs";
+  do_mount("overlay", root, "overlay", 0,
+           "lowerdir=" + c.base_dir + ",upperdir=" + dir + "/upper/root,workdir=" + dir + "/work/root");
+  mkdir_p(root + "/usr", 0755);
+  do_mount("overlay", root + "/usr", "overlay", 0,
+           "lowerdir=/usr,upperdir=" + dir + "/upper/usr,workdir=" + dir + "/work/usr");
+
+  for (auto d : {"/proc", "/dev", "/tmp", "/run", "/workspace", "/root", "/sys"}) mkdir_p(root + d, 0755);
+  do_mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
+  // Kernel knobs reachable through /proc stay read-only (core_pattern is a classic escape),
+  // and files that leak host state are masked.
+  for (auto p : {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"})
+    bind_read_only(root + p);
+  for (auto p : {"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/kallsyms", "/proc/acpi",
+                 "/proc/scsi", "/proc/latency_stats", "/proc/sched_debug"})
+    mask(root + p);
+  do_mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  do_mount("tmpfs", root + "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=755");
+  make_dev(root + "/dev");
+
+  ::chmod((root + "/tmp").c_str(), 01777);
+  write_text(root + "/etc/hostname", c.hostname + "\n");
+  write_text(root + "/etc/hosts", "127.0.0.1 localhost\n::1 localhost ip6-localhost\n127.0.1.1 " +
+                                      c.hostname + "\n");
+
+  check(::chdir(root.c_str()), "chdir", root);
+  check(::syscall(SYS_pivot_root, ".", "."), "pivot_root", root);
+  // The old root is stacked under the new one at "."; detach it so the host tree is gone.
+  check(::umount2(".", MNT_DETACH), "umount2", "old root");
+  check(::chdir("/workspace"), "chdir", "/workspace");
+}
+
+}  // namespace warren::init

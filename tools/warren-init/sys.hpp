@@ -1,0 +1,98 @@
+// warren-init's error discipline (after crun): every syscall is checked, and a failure
+// becomes an init_error naming the operation, the path and errno, on its way up to the
+// status pipe that warrend reads.
+#pragma once
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include <unistd.h>
+
+namespace warren::init {
+
+struct init_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] inline void fail(const std::string& op, const std::string& path, int err) {
+  std::string msg = op;
+  if (!path.empty()) msg += " " + path;
+  msg += ": ";
+  msg += std::strerror(err);
+  throw init_error(msg);
+}
+
+/// Throws init_error when rc < 0, with errno.
+inline long check(long rc, const std::string& op, const std::string& path = "") {
+  if (rc < 0) fail(op, path, errno);
+  return rc;
+}
+
+/// Writes all of `data` to `fd`, retrying on EINTR and short writes.
+inline bool write_all(int fd, const char* data, std::size_t size) {
+  while (size > 0) {
+    auto n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+/// Owns a file descriptor.
+class unique_fd {
+ public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) : fd_(fd) {}
+  unique_fd(unique_fd&& o) noexcept : fd_(o.release()) {}
+  unique_fd& operator=(unique_fd&& o) noexcept {
+    reset(o.release());
+    return *this;
+  }
+  ~unique_fd() { reset(); }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// One function per OS mechanism, each in its own file (like crun).
+
+/// cgroups.cpp: moves the calling process into the cgroup directory `path` (v2 or v1).
+void join_cgroup(const std::string& path);
+
+/// network.cpp: brings up the loopback interface of the current network namespace.
+void loopback_up();
+
+/// mounts.cpp: everything a sandbox's root needs, then pivot_root into it.
+struct root_config {
+  std::string sandbox_dir;  ///< Holds upper/, work/ and rootfs/.
+  std::string base_dir;     ///< Read-only skeleton (lower layer of /).
+  std::string hostname;
+};
+/// Creates the sandbox's layer directories if missing (run before the mount namespace is
+/// entered or after; plain mkdir).
+void prepare_layer_dirs(const root_config& c);
+/// Mounts the overlays, /proc, /dev, /tmp, /run; pivots into the new root; cwd /workspace.
+/// Must run in the new mount and pid namespaces (it mounts /proc of the pid namespace).
+void enter_root(const root_config& c);
+
+/// capabilities.cpp: drops every capability outside the sandbox default set from the
+/// bounding set, and sets no_new_privs. Called in each command's process before exec.
+void restrict_capabilities();
+
+/// agent.cpp: serves the Agent interface on `sock_fd` until the daemon hangs up.
+int serve_agent(int sock_fd);
+
+}  // namespace warren::init

@@ -1,0 +1,364 @@
+// warren: the command-line client. Talks Cap'n Proto RPC to warrend.
+//
+// Exit codes: a command run with `exec` passes its own exit code through (128+N when killed
+// by signal N, 124 when its timeout fired); warren's own failures exit 125 (daemon not
+// reachable, invalid name, ...), usage errors 2.
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+#include <kj/debug.h>
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "wire/errors.hpp"
+#include "wire/names.hpp"
+#include "wire/warren.capnp.h"
+
+namespace {
+
+constexpr int exit_warren_error = 125;
+constexpr int exit_usage = 2;
+constexpr int exit_timed_out = 124;
+
+constexpr const char* usage = R"(usage: warren [global options] COMMAND [args]
+
+commands:
+  exec NAME [--env K=V]... [--cwd DIR] [--timeout SECONDS] [--shell] -- CMD [ARGS...]
+        run CMD in sandbox NAME (created if needed); output streams live, and warren exits
+        with the command's exit code. --shell runs CMD as one `sh -c` command line.
+  ls    list sandboxes (NAME, STATE, ID, CREATED, LAST ACTIVE)
+  rm NAME...
+        destroy sandboxes: processes, files and journal
+  version
+        print the client's and the daemon's version
+
+global options:
+  --socket PATH       daemon socket (default: $WARREN_SOCKET or /run/warren/warren.sock)
+  --connect HOST:PORT use the daemon's TCP API instead (needs --token-file)
+  --token-file FILE   bearer token for --connect
+  --json              machine-readable output (ls, version, exec's final result on stderr)
+)";
+
+[[noreturn]] void die(const std::string& msg, int code = exit_warren_error) {
+  std::fprintf(stderr, "warren: %s\n", msg.c_str());
+  std::exit(code);
+}
+
+struct options {
+  std::string socket;
+  std::string connect;
+  std::string token_file;
+  bool json = false;
+  std::vector<std::string> rest;
+};
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+bool write_all(int fd, const kj::byte* data, std::size_t size) {
+  while (size > 0) {
+    auto n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Writes a command's output to our own stdout/stderr as it arrives.
+class terminal_output final : public warren::wire::ExecOutput::Server {
+ protected:
+  kj::Promise<void> writeStdout(WriteStdoutContext context) override {
+    auto d = context.getParams().getData();
+    if (!write_all(1, d.begin(), d.size())) return KJ_EXCEPTION(DISCONNECTED, "stdout closed");
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> writeStderr(WriteStderrContext context) override {
+    auto d = context.getParams().getData();
+    if (!write_all(2, d.begin(), d.size())) return KJ_EXCEPTION(DISCONNECTED, "stderr closed");
+    return kj::READY_NOW;
+  }
+};
+
+// The message of a remote exception without the RPC layer's decoration.
+std::string describe(const kj::Exception& e) {
+  std::string d = e.getDescription().cStr();
+  const std::string prefix = "remote exception: ";
+  if (d.rfind(prefix, 0) == 0) d = d.substr(prefix.size());
+  auto err = warren::error::from_string(d);
+  if (err.code == warren::errc::internal && d.rfind("internal: ", 0) != 0) return d;  // Not ours.
+  return err.message;
+}
+
+std::string format_time(std::uint64_t ms) {
+  if (ms == 0) return "-";
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm;
+  ::localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+const char* state_name(warren::wire::SandboxState s) {
+  switch (s) {
+    case warren::wire::SandboxState::RUNNING:
+      return "running";
+    case warren::wire::SandboxState::STARTING:
+      return "starting";
+    default:
+      return "stopped";
+  }
+}
+
+struct connection {
+  explicit connection(kj::AsyncIoContext& i) : io(i) {}
+  kj::AsyncIoContext& io;
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyClient> client;
+  warren::wire::Warren::Client root = nullptr;
+};
+
+kj::Own<connection> connect(kj::AsyncIoContext& io, const options& o) {
+  auto c = kj::heap<connection>(io);
+  if (!o.connect.empty()) {
+    if (o.token_file.empty()) die("--connect needs --token-file", exit_usage);
+    std::ifstream in(o.token_file);
+    std::string token;
+    if (!in || !std::getline(in, token)) die("cannot read token file " + o.token_file);
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) token.pop_back();
+    try {
+      auto addr = io.provider->getNetwork().parseAddress(o.connect).wait(io.waitScope);
+      c->stream = addr->connect().wait(io.waitScope);
+    } catch (const kj::Exception& e) {
+      die("cannot reach warrend at " + o.connect + ": " + std::string(e.getDescription().cStr()));
+    }
+    c->client = kj::heap<capnp::TwoPartyClient>(*c->stream);
+    auto req = c->client->bootstrap().castAs<warren::wire::Login>().loginRequest();
+    req.setToken(token);
+    c->root = req.send().getWarren();
+    return c;
+  }
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (o.socket.size() >= sizeof addr.sun_path) die("socket path is too long: " + o.socket, exit_usage);
+  std::memcpy(addr.sun_path, o.socket.c_str(), o.socket.size() + 1);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) {
+    int e = errno;
+    std::string hint = (e == ENOENT || e == ECONNREFUSED)
+                           ? "; is warrend running? Start it with `tools/dev run` (as root)"
+                           : (e == EACCES ? "; the socket is only open to root (use sudo)" : "");
+    die("cannot reach warrend at " + o.socket + ": " + std::strerror(e) + hint);
+  }
+  c->stream = io.lowLevelProvider->wrapSocketFd(fd, kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP);
+  c->client = kj::heap<capnp::TwoPartyClient>(*c->stream);
+  c->root = c->client->bootstrap().castAs<warren::wire::Warren>();
+  return c;
+}
+
+int cmd_exec(connection& c, const options& o) {
+  auto& a = o.rest;
+  std::size_t i = 1;
+  if (i >= a.size()) die("exec needs a sandbox name and a command: warren exec NAME -- CMD [ARGS...]", exit_usage);
+  std::string name = a[i++];
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string cwd;
+  std::uint64_t timeout_ms = 0;
+  bool shell = false;
+  for (; i < a.size(); ++i) {
+    auto& f = a[i];
+    if (f == "--") {
+      ++i;
+      break;
+    }
+    auto value = [&]() -> std::string {
+      if (i + 1 >= a.size()) die("option " + f + " needs a value", exit_usage);
+      return a[++i];
+    };
+    if (f == "--env" || f == "-e") {
+      auto kv = value();
+      auto eq = kv.find('=');
+      if (eq == std::string::npos) die("--env takes NAME=VALUE, got '" + kv + "'", exit_usage);
+      env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    } else if (f == "--cwd" || f == "-w") {
+      cwd = value();
+    } else if (f == "--timeout" || f == "-t") {
+      auto v = value();
+      char* end = nullptr;
+      double s = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || s <= 0) die("--timeout takes a positive number of seconds, got '" + v + "'", exit_usage);
+      timeout_ms = static_cast<std::uint64_t>(s * 1000);
+    } else if (f == "--shell") {
+      shell = true;
+    } else if (f.rfind("-", 0) == 0) {
+      die("unknown exec option " + f + " (put the command after --)", exit_usage);
+    } else {
+      break;  // The command starts here (no -- given).
+    }
+  }
+  if (i >= a.size()) die("exec needs a command after the sandbox name: warren exec NAME -- CMD [ARGS...]", exit_usage);
+  if (auto e = warren::wire::validate_sandbox_name(name)) die(e.message);
+
+  auto sreq = c.root.sandboxRequest();
+  sreq.setName(name);
+  auto sandbox = sreq.send().getSandbox();  // Pipelined: one round trip for both calls.
+  auto req = sandbox.execRequest();
+  auto r = req.initRequest();
+  if (shell) {
+    std::string line;
+    for (std::size_t k = i; k < a.size(); ++k) line += (k > i ? " " : "") + a[k];
+    r.initCommand().setShell(line);
+  } else {
+    auto argv = r.initCommand().initArgv(a.size() - i);
+    for (std::size_t k = i; k < a.size(); ++k) argv.set(k - i, a[k]);
+  }
+  auto e = r.initEnv(env.size());
+  for (unsigned k = 0; k < env.size(); ++k) {
+    e[k].setName(env[k].first);
+    e[k].setValue(env[k].second);
+  }
+  r.setCwd(cwd);
+  r.setTimeoutMs(timeout_ms);
+  req.setOutput(kj::heap<terminal_output>());
+  auto res = req.send().wait(c.io.waitScope);
+  auto result = res.getResult();
+  if (o.json)
+    std::fprintf(stderr, "{\"exitCode\":%d,\"signal\":%d,\"timedOut\":%s,\"durationMs\":%llu,\"execId\":%llu}\n",
+                 result.getExitCode(), result.getSignal(), result.getTimedOut() ? "true" : "false",
+                 static_cast<unsigned long long>(result.getDurationMs()),
+                 static_cast<unsigned long long>(result.getExecId()));
+  if (result.getTimedOut()) {
+    if (!o.json) std::fprintf(stderr, "warren: command timed out after %.3g s and was killed\n", timeout_ms / 1000.0);
+    return exit_timed_out;
+  }
+  if (result.getSignal() != 0) return 128 + result.getSignal();
+  return result.getExitCode();
+}
+
+int cmd_ls(connection& c, const options& o) {
+  auto res = c.root.listRequest().send().wait(c.io.waitScope);
+  auto all = res.getSandboxes();
+  if (o.json) {
+    std::string out = "[";
+    for (unsigned i = 0; i < all.size(); ++i) {
+      auto s = all[i];
+      out += (i ? "," : "") + std::string("{\"name\":") + json_string(s.getName().cStr()) + ",\"state\":\"" +
+             state_name(s.getState()) + "\",\"id\":" + std::to_string(s.getId()) +
+             ",\"createdAtMs\":" + std::to_string(s.getCreatedAtMs()) +
+             ",\"lastActivityMs\":" + std::to_string(s.getLastActivityMs()) + "}";
+    }
+    std::printf("%s]\n", out.c_str());
+    return 0;
+  }
+  std::printf("%-24s %-9s %-6s %-20s %s\n", "NAME", "STATE", "ID", "CREATED", "LAST ACTIVE");
+  for (auto s : all)
+    std::printf("%-24s %-9s %-6llu %-20s %s\n", s.getName().cStr(), state_name(s.getState()),
+                static_cast<unsigned long long>(s.getId()), format_time(s.getCreatedAtMs()).c_str(),
+                format_time(s.getLastActivityMs()).c_str());
+  return 0;
+}
+
+int cmd_rm(connection& c, const options& o) {
+  if (o.rest.size() < 2) die("rm needs at least one sandbox name", exit_usage);
+  int code = 0;
+  for (std::size_t i = 1; i < o.rest.size(); ++i) {
+    auto req = c.root.destroyRequest();
+    req.setName(o.rest[i]);
+    try {
+      bool existed = req.send().wait(c.io.waitScope).getExisted();
+      if (!existed) std::fprintf(stderr, "warren: no sandbox is called %s (nothing to remove)\n", o.rest[i].c_str());
+      else std::printf("%s\n", o.rest[i].c_str());
+    } catch (const kj::Exception& e) {
+      std::fprintf(stderr, "warren: %s\n", describe(e).c_str());
+      code = exit_warren_error;
+    }
+  }
+  return code;
+}
+
+int cmd_version(connection& c, const options& o) {
+  auto res = c.root.versionRequest().send().wait(c.io.waitScope);
+  if (o.json) std::printf("{\"client\":\"0.1.0\",\"daemon\":%s,\"api\":%u}\n", json_string(res.getDaemon().cStr()).c_str(), res.getApi());
+  else std::printf("warren 0.1.0, warrend %s (API %u)\n", res.getDaemon().cStr(), res.getApi());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  const char* env_socket = std::getenv("WARREN_SOCKET");
+  o.socket = env_socket && *env_socket ? env_socket : "/run/warren/warren.sock";
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(usage, stdout);
+      return 0;
+    }
+    if (a == "--json") o.json = true;
+    else if ((a == "--socket" || a == "--connect" || a == "--token-file") && i + 1 < argc) {
+      std::string v = argv[++i];
+      (a == "--socket" ? o.socket : a == "--connect" ? o.connect : o.token_file) = v;
+    } else if (a.rfind("--", 0) == 0) die("unknown option " + a + " (see --help)", exit_usage);
+    else break;
+  }
+  for (; i < argc; ++i) o.rest.emplace_back(argv[i]);
+  if (o.rest.empty()) {
+    std::fputs(usage, stderr);
+    return exit_usage;
+  }
+  // `--json` may also follow the command (warren ls --json).
+  for (auto it = o.rest.begin() + 1; it != o.rest.end(); ++it) {
+    if (*it == "--") break;
+    if (*it == "--json" && o.rest[0] != "exec") {
+      o.json = true;
+      o.rest.erase(it);
+      break;
+    }
+  }
+  auto& cmd = o.rest[0];
+  if (cmd != "exec" && cmd != "ls" && cmd != "rm" && cmd != "version")
+    die("unknown command '" + cmd + "' (see --help)", exit_usage);
+
+  auto io = kj::setupAsyncIo();
+  auto c = connect(io, o);
+  try {
+    if (cmd == "exec") return cmd_exec(*c, o);
+    if (cmd == "ls") return cmd_ls(*c, o);
+    if (cmd == "rm") return cmd_rm(*c, o);
+    return cmd_version(*c, o);
+  } catch (const kj::Exception& e) {
+    if (e.getType() == kj::Exception::Type::DISCONNECTED)
+      die("lost the connection to warrend (" + describe(e) + ")");
+    die(describe(e));
+  }
+}

@@ -1,0 +1,207 @@
+// warrend: the warren daemon. Parses flags and the optional config file, checks the host,
+// opens the journal, prepares the base image, and hands over to the gateway's event loop.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+
+#include "actors/core.hpp"
+#include "gateway/cgroups.hpp"
+#include "gateway/gateway.hpp"
+#include "storage/base_image.hpp"
+#include "storage/journal.hpp"
+#include "storage/layout.hpp"
+
+namespace {
+
+constexpr const char* usage = R"(usage: warrend [options]
+
+Runs the warren daemon: named, isolated, persistent Linux sandboxes served over Cap'n Proto
+RPC. Must run as root.
+
+options (each may also be set in the config file as `name = value`):
+  --config FILE       read options from FILE first (flags override it)
+  --data-dir DIR      where journal, base image and sandbox layers live
+                      (default: /var/lib/warren)
+  --socket PATH       unix socket of the API, mode 0600 (default: /run/warren/warren.sock)
+  --listen HOST:PORT  also serve the API on TCP, behind a bearer token (default: off)
+  --token-file FILE   file holding the bearer token for --listen (required with it)
+  --log-level LEVEL   trace, debug, info, warn or error (default: info)
+  --init PATH         the warren-init binary (default: next to warrend)
+  --version           print the version and exit
+  --help              print this help and exit
+)";
+
+constexpr const char* version = "0.1.0";
+
+struct settings {
+  std::map<std::string, std::string> values = {
+      {"data-dir", "/var/lib/warren"}, {"socket", "/run/warren/warren.sock"}, {"listen", ""},
+      {"token-file", ""},              {"log-level", "info"},                {"init", ""},
+  };
+};
+
+[[noreturn]] void die(const std::string& msg) {
+  std::fprintf(stderr, "warrend: %s\n", msg.c_str());
+  std::exit(2);
+}
+
+std::string trim(const std::string& s) {
+  auto b = s.find_first_not_of(" \t\r");
+  auto e = s.find_last_not_of(" \t\r");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+void read_config(const std::string& path, settings& s) {
+  std::ifstream in(path);
+  if (!in) die("cannot read config file " + path + ": " + std::strerror(errno));
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    line = trim(line);
+    if (line.empty() || line[0] == '#') continue;
+    auto eq = line.find('=');
+    if (eq == std::string::npos) die(path + ":" + std::to_string(n) + ": expected `name = value`");
+    auto key = trim(line.substr(0, eq));
+    auto value = trim(line.substr(eq + 1));
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+    if (!s.values.count(key)) die(path + ":" + std::to_string(n) + ": unknown option '" + key + "'");
+    s.values[key] = value;
+  }
+}
+
+settings parse_args(int argc, char** argv) {
+  settings s;
+  std::map<std::string, std::string> flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(usage, stdout);
+      std::exit(0);
+    }
+    if (a == "--version") {
+      std::printf("warrend %s\n", version);
+      std::exit(0);
+    }
+    if (a.rfind("--", 0) != 0) die("unexpected argument '" + a + "' (see --help)");
+    auto eq = a.find('=');
+    std::string key = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2), value;
+    if (eq != std::string::npos) value = a.substr(eq + 1);
+    else if (i + 1 < argc) value = argv[++i];
+    else die("option --" + key + " needs a value");
+    if (key != "config" && !s.values.count(key)) die("unknown option --" + key + " (see --help)");
+    flags[key] = value;
+  }
+  if (flags.count("config")) read_config(flags["config"], s);
+  for (auto& [k, v] : flags)
+    if (k != "config") s.values[k] = v;
+  return s;
+}
+
+std::string self_dir() {
+  char buf[4096];
+  auto n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, static_cast<std::size_t>(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+// What the host must offer; each failure says what is missing.
+std::optional<std::string> check_host(const std::string& init_path) {
+  if (::geteuid() != 0)
+    return std::string("warrend must run as root: it creates namespaces, mounts and cgroups for "
+                       "sandboxes (run it with sudo)");
+  std::ifstream fs("/proc/filesystems");
+  std::string all((std::istreambuf_iterator<char>(fs)), std::istreambuf_iterator<char>());
+  if (all.find("\toverlay\n") == std::string::npos)
+    return std::string("the kernel has no overlayfs (try `modprobe overlay`); sandboxes need it for "
+                       "their root filesystem");
+  for (auto ns : {"mnt", "pid", "net", "uts", "ipc"}) {
+    auto path = std::string("/proc/self/ns/") + ns;
+    if (::access(path.c_str(), F_OK) != 0)
+      return "the kernel has no " + std::string(ns) + " namespaces (" + path + " is missing)";
+  }
+  if (!warren::gateway::find_cgroup2_root())
+    return std::string("no cgroup2 hierarchy is mounted (expected /sys/fs/cgroup or /sys/fs/cgroup/unified); "
+                       "sandboxes need it to track and kill their processes");
+  if (::access(init_path.c_str(), X_OK) != 0)
+    return "the sandbox init " + init_path + " is missing or not executable: " + std::strerror(errno) +
+           " (build it, or pass --init)";
+  return std::nullopt;
+}
+
+std::string read_token(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) die("cannot read token file " + path + ": " + std::strerror(errno));
+  std::string token;
+  std::getline(in, token);
+  token = trim(token);
+  if (token.size() < 16) die("the token in " + path + " is shorter than 16 characters; use a long random one");
+  return token;
+}
+
+std::uint32_t fnv1a(const std::string& s) {
+  std::uint32_t h = 2166136261u;
+  for (unsigned char c : s) h = (h ^ c) * 16777619u;
+  return h;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto s = parse_args(argc, argv);
+  auto& v = s.values;
+
+  auto logger = spdlog::stderr_color_mt("warrend");
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e level=%l %v");
+  spdlog::set_default_logger(logger);
+  auto level = spdlog::level::from_str(v["log-level"]);
+  if (level == spdlog::level::off && v["log-level"] != "off") die("unknown log level '" + v["log-level"] + "'");
+  spdlog::set_level(level);
+
+  std::string init_path = v["init"].empty() ? self_dir() + "/warren-init" : v["init"];
+  if (auto problem = check_host(init_path)) die(*problem);
+
+  std::string token;
+  if (!v["listen"].empty()) {
+    if (v["token-file"].empty()) die("--listen needs --token-file: the TCP API is never open without a token");
+    token = read_token(v["token-file"]);
+  }
+
+  // Signals must be captured before any thread exists (RocksDB and the journal start some).
+  warren::gateway::prepare_process();
+
+  warren::storage::layout layout;
+  if (auto e = warren::storage::prepare_layout(v["data-dir"], layout)) die(e.message);
+  if (auto e = warren::storage::ensure_base_image(layout.base_dir())) die(e.message);
+
+  warren::error err;
+  auto journal = warren::storage::journal::open({layout.journal_dir(), true}, err);
+  if (!journal) die(err.message);
+  spdlog::info("event=daemon_starting version={} data_dir={}", version, layout.data_dir);
+
+  warren::gateway::gateway_options g;
+  g.socket_path = v["socket"];
+  g.tcp_listen = v["listen"];
+  g.token = token;
+  g.init_path = init_path;
+  char tag[16];
+  std::snprintf(tag, sizeof tag, "%08x", fnv1a(layout.data_dir));
+  g.cgroup_parent = *warren::gateway::find_cgroup2_root() + "/warren-" + tag;
+  g.version = version;
+
+  int code = warren::gateway::run(g, [&](warren::actors::sandbox_runtime& runtime, warren::error& e) {
+    return warren::actors::core::start(warren::actors::core_options{}, *journal, layout, runtime, e);
+  });
+  journal.reset();
+  return code;
+}

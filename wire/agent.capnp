@@ -1,0 +1,32 @@
+# The agent link between warrend and a sandbox's warren-init (PID 1 inside the sandbox),
+# over a socketpair. warren-init serves Agent as its bootstrap. Both ends are built from the
+# same tree, but the schema follows the public evolution rules anyway so that a daemon can
+# be upgraded while old sandboxes still run.
+@0xdf180425acf317e2;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("warren::wire");
+
+interface Agent {
+  exec @0 (argv :List(Text), env :List(Text), cwd :Text, timeoutMs :UInt64, sink :OutputSink)
+       -> (status :ExitStatus);
+  # Runs argv[0] (looked up in PATH of `env`) in a new session and process group with
+  # stdin from /dev/null. `env`: complete environment as NAME=VALUE. `timeoutMs`: 0 = none;
+  # at the deadline the process group gets SIGTERM, then SIGKILL after a grace period.
+  # Cancelling the call kills the process group.
+
+  ping @1 () -> (pid :Int32);
+  # Liveness check; returns the agent's pid as seen inside the sandbox (1).
+}
+
+interface OutputSink {
+  write @0 (fd :UInt8, data :Data) -> stream;
+  # A chunk read from the command's stdout (fd 1) or stderr (fd 2).
+}
+
+struct ExitStatus {
+  exitCode @0 :Int32;      # Exit status if exited normally, else -1.
+  signal @1 :Int32;        # Terminating signal, else 0.
+  timedOut @2 :Bool;       # The timeout fired and the agent killed the process group.
+  durationUs @3 :UInt64;   # Microseconds from fork to exit.
+}

@@ -1,0 +1,80 @@
+// Journal events as plain C++ values, and their codec to and from the Cap'n Proto
+// envelope of journal.capnp. Actors decide and apply these values; only this codec
+// touches the persisted bytes, so it is also where old event kinds are upcast.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace warren::wire {
+
+/// A sandbox incarnation was created (registry stream and the sandbox's own stream).
+struct sandbox_created {
+  std::string name;
+  std::uint64_t sandbox_id = 0;
+  bool operator==(const sandbox_created&) const = default;
+};
+
+/// A sandbox incarnation was destroyed (registry stream).
+struct sandbox_destroyed {
+  std::string name;
+  std::uint64_t sandbox_id = 0;
+  bool operator==(const sandbox_destroyed&) const = default;
+};
+
+/// An exec was accepted and is about to run.
+struct exec_started {
+  std::uint64_t exec_id = 0;
+  std::vector<std::string> argv;
+  std::string cwd;
+  std::vector<std::string> env_names;  ///< Names only: values may be secrets.
+  std::uint64_t timeout_ms = 0;
+  bool operator==(const exec_started&) const = default;
+};
+
+/// An exec ended: exited, was killed, timed out, was cancelled or could not run.
+struct exec_finished {
+  std::uint64_t exec_id = 0;
+  std::int32_t exit_code = -1;
+  std::int32_t signal = 0;
+  bool timed_out = false;
+  bool cancelled = false;
+  std::uint64_t duration_ms = 0;
+  std::uint64_t stdout_bytes = 0;
+  std::uint64_t stderr_bytes = 0;
+  std::string failed;  ///< Why it could not run at all; empty when it ran.
+  bool operator==(const exec_finished&) const = default;
+};
+
+using event = std::variant<sandbox_created, sandbox_destroyed, exec_started, exec_finished>;
+
+/// One journal entry: position, time and the event.
+struct envelope {
+  std::uint64_t seq = 0;
+  std::uint64_t at_ms = 0;
+  bool skippable = false;
+  event body;
+  bool operator==(const envelope&) const = default;
+};
+
+/// Serializes to the bytes stored in the journal (an unpacked Cap'n Proto message).
+std::string encode_envelope(const envelope& e);
+
+/// Result of decoding stored bytes.
+struct decoded {
+  std::optional<envelope> value;  ///< Empty when the entry could not be used.
+  bool skipped = false;  ///< An unknown kind marked skippable: not an error, nothing to apply.
+  std::string error;     ///< Why decoding failed (corrupt bytes, unknown required kind).
+};
+
+/// Parses stored bytes. Never throws: corrupt or unknown input is reported in `error`.
+decoded decode_envelope(std::string_view bytes);
+
+/// Short kind name for logs and tools ("exec_started").
+const char* event_kind(const event& e);
+
+}  // namespace warren::wire

@@ -1,0 +1,51 @@
+# Journal events, persisted forever. Rules (DESIGN.md "Event sourcing"): fields are only
+# added; a removed field becomes obsoleteN; a changed meaning is a new event kind that the
+# codec upcasts. Never put secrets, env values, file contents or process output here.
+@0x86b62cf0d6d9cc93;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("warren::wire::journal");
+
+struct Envelope {
+  seq @0 :UInt64;         # Position in its stream, starting at 1, no gaps.
+  atMs @1 :UInt64;        # When the event was decided, ms since the Unix epoch.
+  skippable @2 :Bool;     # A reader that does not know this kind may skip it.
+  event :union {
+    sandboxCreated @3 :SandboxCreated;
+    sandboxDestroyed @4 :SandboxDestroyed;
+    execStarted @5 :ExecStarted;
+    execFinished @6 :ExecFinished;
+  }
+}
+
+struct SandboxCreated {
+  # In the registry stream (0) and as the first event of the sandbox's own stream.
+  name @0 :Text;          # Validated sandbox name.
+  sandboxId @1 :UInt64;   # Id of this incarnation; also the id of its journal stream.
+}
+
+struct SandboxDestroyed {
+  # In the registry stream (0); the sandbox's own stream is deleted in the same batch.
+  name @0 :Text;          # Name that was destroyed.
+  sandboxId @1 :UInt64;   # Incarnation that was destroyed.
+}
+
+struct ExecStarted {
+  execId @0 :UInt64;            # Per-sandbox exec counter, starting at 1.
+  argv @1 :List(Text);          # What was asked (a shell command is recorded as sh -c ...).
+  cwd @2 :Text;                 # Working directory requested.
+  envNames @3 :List(Text);      # Names of the extra variables; values are never journaled.
+  timeoutMs @4 :UInt64;         # Requested timeout, 0 = none.
+}
+
+struct ExecFinished {
+  execId @0 :UInt64;        # Matches ExecStarted.execId.
+  exitCode @1 :Int32;       # Exit status, -1 if killed by a signal or never ran.
+  signal @2 :Int32;         # Terminating signal, 0 if none.
+  timedOut @3 :Bool;        # Killed by its timeout.
+  cancelled @4 :Bool;       # The caller went away; warren killed the command.
+  durationMs @5 :UInt64;    # Wall time of the command.
+  stdoutBytes @6 :UInt64;   # Bytes of output delivered.
+  stderrBytes @7 :UInt64;   # Bytes of error output delivered.
+  failed @8 :Text;          # Non-empty when the exec could not run at all (agent link lost ...).
+}
