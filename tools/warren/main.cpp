@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "wire/errors.hpp"
-#include "wire/names.hpp"
 #include "wire/warren.capnp.h"
 
 namespace {
@@ -225,7 +224,6 @@ int cmd_exec(connection& c, const options& o) {
     }
   }
   if (i >= a.size()) die("exec needs a command after the sandbox name: warren exec NAME -- CMD [ARGS...]", exit_usage);
-  if (auto e = warren::wire::validate_sandbox_name(name)) die(e.message);
 
   auto sreq = c.root.sandboxRequest();
   sreq.setName(name);

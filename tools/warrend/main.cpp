@@ -187,7 +187,6 @@ int main(int argc, char** argv) {
   warren::error err;
   auto journal = warren::storage::journal::open({layout.journal_dir(), true}, err);
   if (!journal) die(err.message);
-  spdlog::info("event=daemon_starting version={} data_dir={}", version, layout.data_dir);
 
   warren::gateway::gateway_options g;
   g.socket_path = v["socket"];
@@ -198,6 +197,7 @@ int main(int argc, char** argv) {
   std::snprintf(tag, sizeof tag, "%08x", fnv1a(layout.data_dir));
   g.cgroup_parent = *warren::gateway::find_cgroup2_root() + "/warren-" + tag;
   g.version = version;
+  spdlog::info("event=daemon_starting version={} data_dir={} cgroup={}", version, layout.data_dir, g.cgroup_parent);
 
   int code = warren::gateway::run(g, [&](warren::actors::sandbox_runtime& runtime, warren::error& e) {
     return warren::actors::core::start(warren::actors::core_options{}, *journal, layout, runtime, e);

@@ -1,0 +1,99 @@
+#include <catch2/catch.hpp>
+
+#include "actors/sandbox_logic.hpp"
+
+using namespace warren;
+using namespace warren::actors;
+
+namespace {
+exec_request req(std::vector<std::string> argv) {
+  exec_request r;
+  r.argv = std::move(argv);
+  return r;
+}
+}  // namespace
+
+TEST_CASE("exec requests are validated with errors that name the field", "[exec]") {
+  CHECK_FALSE(validate_exec(req({"echo", "hi"})));
+  struct bad {
+    exec_request r;
+    std::string says;
+  };
+  auto with_env = [](std::string k, std::string v) {
+    auto r = req({"true"});
+    r.env.emplace_back(std::move(k), std::move(v));
+    return r;
+  };
+  auto with_cwd = [](std::string cwd) {
+    auto r = req({"true"});
+    r.cwd = std::move(cwd);
+    return r;
+  };
+  auto long_timeout = req({"true"});
+  long_timeout.timeout_ms = 8ull * 24 * 3600 * 1000;
+  for (auto& [r, says] : {bad{req({}), "empty"}, bad{req({""}), "empty"},
+                          bad{req({"a", std::string("b\0c", 3)}), "argument 1"},
+                          bad{with_env("1X", "v"), "name '1X'"}, bad{with_env("A=B", "v"), "name 'A=B'"},
+                          bad{with_env("", "v"), "is invalid"},
+                          bad{with_env("K", std::string("v\0", 2)), "value of environment variable K"},
+                          bad{with_cwd("relative"), "absolute"}, bad{long_timeout, "timeout"},
+                          bad{req(std::vector<std::string>(5000, "x")), "5000 arguments"},
+                          bad{req({std::string(2 << 20, 'x')}), "bytes"}}) {
+    auto e = validate_exec(r);
+    INFO(says);
+    REQUIRE(e);
+    CHECK(e.code == errc::invalid_argument);
+    CHECK(e.message.find(says) != std::string::npos);
+  }
+}
+
+TEST_CASE("decide_exec numbers execs, merges the environment and journals no values", "[exec][security]") {
+  sandbox_record rec;
+  rec.name = "demo";
+  rec.id = 4;
+  rec.exec_count = 2;
+  auto r = req({"env"});
+  r.env = {{"TOKEN", "hunter2"}, {"PATH", "/custom"}};
+  auto d = decide_exec(rec, r);
+  CHECK(d.ticket.exec_id == 3);
+  CHECK(d.ticket.sandbox_id == 4);
+  CHECK(d.ticket.cwd == "/workspace");
+  // Request variables override defaults; defaults keep their place.
+  CHECK(d.ticket.env[0] == "PATH=/custom");
+  CHECK(std::find(d.ticket.env.begin(), d.ticket.env.end(), "TOKEN=hunter2") != d.ticket.env.end());
+  CHECK(std::find(d.ticket.env.begin(), d.ticket.env.end(), "HOSTNAME=demo") != d.ticket.env.end());
+  // The journaled event has the names, never the values.
+  CHECK(d.event.env_names == std::vector<std::string>{"TOKEN", "PATH"});
+  auto bytes = wire::encode_envelope({1, 1, false, d.event});
+  CHECK(bytes.find("hunter2") == std::string::npos);
+  CHECK(bytes.find("/custom") == std::string::npos);
+}
+
+TEST_CASE("replaying a sandbox stream rebuilds its state", "[replay]") {
+  sandbox_record rec;
+  std::vector<wire::envelope> journal = {
+      {1, 100, false, wire::sandbox_created{"demo", 9}},
+      {2, 110, false, wire::exec_started{1, {"true"}, "/workspace", {}, 0}},
+      {3, 120, false, wire::exec_finished{1, 0, 0, false, false, 1, 0, 0, ""}},
+      {4, 130, false, wire::exec_started{2, {"sleep", "9"}, "/workspace", {}, 0}},
+  };
+  for (auto& e : journal) apply(rec, e);
+  CHECK(rec.name == "demo");
+  CHECK(rec.id == 9);
+  CHECK(rec.created_at_ms == 100);
+  CHECK(rec.last_seq == 4);
+  CHECK(rec.exec_count == 2);
+  CHECK(rec.open_execs == std::set<std::uint64_t>{2});
+}
+
+TEST_CASE("execs left open by a stopped daemon are closed as lost on recovery", "[replay]") {
+  sandbox_record rec;
+  rec.open_execs = {3, 5};
+  auto events = decide_recovery(rec);
+  REQUIRE(events.size() == 2);
+  CHECK(events[0].exec_id == 3);
+  CHECK(events[0].failed.find("lost") == 0);
+  for (auto& f : events) apply(rec, wire::envelope{1, 1, false, f});
+  CHECK(rec.open_execs.empty());
+  CHECK(decide_recovery(rec).empty());
+}

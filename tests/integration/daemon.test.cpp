@@ -1,0 +1,242 @@
+// warrend + warren end to end: real sandboxes, real kernel isolation. Needs root.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "integration/harness.hpp"
+#include "storage/journal.hpp"
+#include "wire/events.hpp"
+
+using namespace warren::testing;
+namespace fs = std::filesystem;
+
+TEST_CASE("warren exec runs a command in a new sandbox and propagates its output and exit code", "[e2e]") {
+  warrend_process d;
+  auto r = d.warren({"exec", "demo", "--", "echo", "hello"});
+  CHECK(r.out == "hello\n");
+  CHECK(r.err.empty());
+  CHECK(r.code == 0);
+
+  r = d.warren({"exec", "demo", "--", "sh", "-c", "echo out; echo err >&2; exit 7"});
+  CHECK(r.out == "out\n");
+  CHECK(r.err == "err\n");
+  CHECK(r.code == 7);
+
+  r = d.warren({"exec", "demo", "--shell", "--", "kill -TERM $$"});
+  CHECK(r.code == 128 + SIGTERM);
+
+  // Options reach the command; the sandbox's default working directory is /workspace.
+  r = d.warren({"exec", "demo", "--env", "GREETING=hi there", "--cwd", "/tmp", "--", "sh", "-c", "echo \"$GREETING\"; pwd"});
+  CHECK(r.out == "hi there\n/tmp\n");
+  CHECK(d.warren({"exec", "demo", "--", "pwd"}).out == "/workspace\n");
+}
+
+TEST_CASE("output streams in order and large output arrives whole", "[e2e]") {
+  warrend_process d;
+  // 8 MiB through the flow-controlled stream; every byte counted.
+  auto r = d.warren({"exec", "big", "--", "sh", "-c", "head -c 8388608 /dev/zero | tr '\\0' x"});
+  CHECK(r.code == 0);
+  CHECK(r.out.size() == 8388608);
+  CHECK(r.out.find_first_not_of('x') == std::string::npos);
+}
+
+TEST_CASE("a command that does not exist exits 127 with a message", "[e2e][bad-input]") {
+  warrend_process d;
+  auto r = d.warren({"exec", "demo", "--", "no-such-command-here"});
+  CHECK(r.code == 127);
+  CHECK(r.err.find("no-such-command-here: command not found") != std::string::npos);
+  auto cwd = d.warren({"exec", "demo", "--cwd", "/does/not/exist", "--", "true"});
+  CHECK(cwd.code == 126);
+  CHECK(cwd.err.find("/does/not/exist") != std::string::npos);
+}
+
+TEST_CASE("invalid names get a precise error and create nothing", "[e2e][bad-input]") {
+  warrend_process d;
+  for (std::string name : {"", "Demo", "../x", "a b", std::string(64, 'a').c_str(), "-x"}) {
+    auto r = d.warren({"exec", name, "--", "true"});
+    INFO(name);
+    CHECK(r.code == 125);
+    CHECK(r.err.find("sandbox name") != std::string::npos);
+  }
+  auto rm = d.warren({"rm", "../etc"});
+  CHECK(rm.code == 125);
+  CHECK(rm.err.find("a-z") != std::string::npos);
+  CHECK(d.warren({"ls", "--json"}).out == "[]\n");
+  CHECK(fs::is_empty(d.data_dir + "/sandboxes"));
+}
+
+TEST_CASE("the timeout kills the command and says so", "[e2e]") {
+  warrend_process d;
+  auto start = std::chrono::steady_clock::now();
+  auto r = d.warren({"exec", "demo", "--timeout", "0.5", "--", "sleep", "30"});
+  CHECK(r.code == 124);
+  CHECK(r.err.find("timed out") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+  CHECK(processes_with("sleep 30").empty());
+}
+
+TEST_CASE("a client that disconnects mid-exec does not leak the process", "[e2e]") {
+  warrend_process d;
+  REQUIRE(d.warren({"exec", "demo", "--", "true"}).code == 0);
+  auto cli = spawn({bin("warren"), "--socket", d.socket, "exec", "demo", "--", "sleep", "4242"});
+  REQUIRE(eventually([] { return !processes_with("sleep 4242").empty(); }));
+  ::kill(cli, SIGKILL);
+  ::waitpid(cli, nullptr, 0);
+  CHECK(eventually([] { return processes_with("sleep 4242").empty(); }));
+  // The sandbox is still usable, and the cancelled exec is journaled.
+  CHECK(d.warren({"exec", "demo", "--", "echo", "ok"}).out == "ok\n");
+}
+
+TEST_CASE("warren ls lists sandboxes and warren rm removes every trace", "[e2e]") {
+  warrend_process d;
+  REQUIRE(d.warren({"exec", "one", "--", "sh", "-c", "echo data > /workspace/f"}).code == 0);
+  REQUIRE(d.warren({"exec", "two", "--", "true"}).code == 0);
+  auto ls = d.warren({"ls"});
+  CHECK(ls.out.find("one") != std::string::npos);
+  CHECK(ls.out.find("running") != std::string::npos);
+  auto id = d.sandbox_id("one");
+  auto dir = d.data_dir + "/sandboxes/" + std::to_string(id);
+  auto cg = d.cgroup_parent() + "/sb-" + std::to_string(id);
+  REQUIRE(fs::exists(dir + "/upper/root/workspace/f"));
+  REQUIRE(fs::exists(cg));
+  REQUIRE_FALSE(processes_with("--sandbox-dir " + dir).empty());
+
+  auto rm = d.warren({"rm", "one"});
+  CHECK(rm.code == 0);
+  CHECK_FALSE(fs::exists(dir));
+  CHECK_FALSE(fs::exists(cg));
+  CHECK(processes_with("--sandbox-dir " + dir).empty());
+  CHECK_FALSE(host_mounts_mention(dir));
+  auto json = d.warren({"ls", "--json"}).out;
+  CHECK(json.find("\"one\"") == std::string::npos);
+  CHECK(json.find("\"two\"") != std::string::npos);
+  // Removing again is not an error for the daemon; the CLI says there was nothing.
+  auto again = d.warren({"rm", "one"});
+  CHECK(again.err.find("no sandbox is called one") != std::string::npos);
+  // A new sandbox of the same name starts empty.
+  CHECK(d.warren({"exec", "one", "--", "ls", "/workspace"}).out.empty());
+}
+
+TEST_CASE("SIGTERM stops the daemon cleanly and leaves no process, cgroup or socket", "[e2e][lifecycle]") {
+  warrend_process d;
+  REQUIRE(d.warren({"exec", "a", "--", "true"}).code == 0);
+  auto bg = spawn({bin("warren"), "--socket", d.socket, "exec", "b", "--", "sleep", "4343"});
+  REQUIRE(eventually([] { return !processes_with("sleep 4343").empty(); }));
+  auto cg = d.cgroup_parent();
+  CHECK(d.stop(SIGTERM) == 0);
+  ::waitpid(bg, nullptr, 0);
+  CHECK(processes_with("sleep 4343").empty());
+  CHECK(processes_with("--sandbox-dir " + d.data_dir).empty());
+  CHECK_FALSE(fs::exists(cg));
+  CHECK_FALSE(fs::exists(d.socket));
+  CHECK(d.log().find("event=daemon_stopped") != std::string::npos);
+}
+
+TEST_CASE("after kill -9 and a restart, sandboxes, files and the journal are intact", "[e2e][durability]") {
+  warrend_process d;
+  REQUIRE(d.warren({"exec", "keep", "--", "sh", "-c", "echo precious > /workspace/f"}).code == 0);
+  auto id = d.sandbox_id("keep");
+  CHECK(d.stop(SIGKILL) == 128 + SIGKILL);
+  // The sandbox dies with the daemon (PDEATHSIG), nothing keeps running unowned.
+  CHECK(eventually([&] { return processes_with("--sandbox-dir " + d.data_dir).empty(); }));
+  d.start();
+  auto ls = d.warren({"ls", "--json"});
+  CHECK(ls.out.find("\"keep\"") != std::string::npos);
+  CHECK(ls.out.find("\"stopped\"") != std::string::npos);
+  auto r = d.warren({"exec", "keep", "--", "cat", "/workspace/f"});
+  CHECK(r.out == "precious\n");
+  CHECK(d.sandbox_id("keep") == id);
+}
+
+TEST_CASE("sandbox creation, each exec and destruction are journaled", "[e2e][journal]") {
+  warrend_process d;
+  REQUIRE(d.warren({"exec", "j", "--env", "SECRET=hunter2", "--", "sh", "-c", "exit 3"}).code == 3);
+  auto id = d.sandbox_id("j");
+  REQUIRE(d.warren({"exec", "gone", "--", "true"}).code == 0);
+  REQUIRE(d.warren({"rm", "gone"}).code == 0);
+  REQUIRE(d.stop() == 0);
+
+  warren::error err;
+  auto journal = warren::storage::journal::open({d.data_dir + "/journal", true}, err);
+  REQUIRE(journal);
+  std::vector<warren::wire::event> own;
+  for (auto& [seq, bytes] : journal->read(id)) {
+    CHECK(bytes.find("hunter2") == std::string::npos);
+    own.push_back(warren::wire::decode_envelope(bytes).value->body);
+  }
+  REQUIRE(own.size() == 3);
+  CHECK(std::get<warren::wire::sandbox_created>(own[0]).name == "j");
+  auto& started = std::get<warren::wire::exec_started>(own[1]);
+  CHECK(started.argv == std::vector<std::string>{"sh", "-c", "exit 3"});
+  CHECK(started.env_names == std::vector<std::string>{"SECRET"});
+  CHECK(std::get<warren::wire::exec_finished>(own[2]).exit_code == 3);
+  std::vector<std::string> registry;
+  for (auto& [seq, bytes] : journal->read(0))
+    registry.push_back(warren::wire::event_kind(warren::wire::decode_envelope(bytes).value->body));
+  CHECK(registry == std::vector<std::string>{"sandbox_created", "sandbox_created", "sandbox_destroyed"});
+}
+
+TEST_CASE("the API socket is private to root", "[e2e][security]") {
+  warrend_process d;
+  struct stat st;
+  REQUIRE(::stat(d.socket.c_str(), &st) == 0);
+  CHECK(S_ISSOCK(st.st_mode));
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(st.st_uid == 0);
+}
+
+TEST_CASE("a second daemon refuses to take over a socket in use", "[e2e][lifecycle]") {
+  warrend_process d;
+  auto r = run({bin("warrend"), "--data-dir", d.dir.path + "/other", "--socket", d.socket});
+  CHECK(r.code != 0);
+  CHECK(r.err.find("already listening") != std::string::npos);
+  CHECK(d.warren({"exec", "x", "--", "true"}).code == 0);
+}
+
+TEST_CASE("warrend refuses to start without what it needs, with a clear message", "[e2e][bad-input]") {
+  test_dir dir;
+  auto r = run({bin("warrend"), "--data-dir", dir.path + "/d", "--socket", dir.path + "/s", "--init", "/nonexistent/warren-init"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("/nonexistent/warren-init") != std::string::npos);
+  auto not_root = run({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bin("warrend"),
+                       "--data-dir", dir.path + "/d", "--socket", dir.path + "/s"});
+  CHECK(not_root.code == 2);
+  CHECK(not_root.err.find("must run as root") != std::string::npos);
+  auto bad_flag = run({bin("warrend"), "--no-such-flag", "x"});
+  CHECK(bad_flag.code == 2);
+  CHECK(bad_flag.err.find("unknown option --no-such-flag") != std::string::npos);
+  std::ofstream(dir.path + "/bad.conf") << "data-dir = /x\nbogus = 1\n";
+  auto bad_conf = run({bin("warrend"), "--config", dir.path + "/bad.conf"});
+  CHECK(bad_conf.code == 2);
+  CHECK(bad_conf.err.find("bad.conf:2: unknown option 'bogus'") != std::string::npos);
+}
+
+TEST_CASE("the CLI says clearly when the daemon is not running", "[e2e][bad-input]") {
+  test_dir dir;
+  auto r = run({bin("warren"), "--socket", dir.path + "/none.sock", "ls"});
+  CHECK(r.code == 125);
+  CHECK(r.err.find("cannot reach warrend") != std::string::npos);
+  CHECK(r.err.find("is warrend running") != std::string::npos);
+}
+
+TEST_CASE("the TCP API needs the bearer token", "[e2e][security]") {
+  test_dir dir;
+  auto token_file = dir.path + "/token";
+  std::ofstream(token_file) << "correct-horse-battery-staple-42\n";
+  ::chmod(token_file.c_str(), 0600);
+  auto port = std::to_string(20000 + ::getpid() % 20000);
+  warrend_process d({"--listen", "127.0.0.1:" + port, "--token-file", token_file});
+  std::ofstream(dir.path + "/wrong") << "correct-horse-battery-staple-43\n";
+  auto wrong = run({bin("warren"), "--connect", "127.0.0.1:" + port, "--token-file", dir.path + "/wrong", "ls"});
+  CHECK(wrong.code == 125);
+  CHECK(wrong.err.find("wrong or missing token") != std::string::npos);
+  auto right = run({bin("warren"), "--connect", "127.0.0.1:" + port, "--token-file", token_file, "exec", "t", "--", "echo", "over tcp"});
+  CHECK(right.code == 0);
+  CHECK(right.out == "over tcp\n");
+  CHECK(d.log().find("correct-horse") == std::string::npos);  // Never logged.
+}

@@ -1,0 +1,92 @@
+// Attack tests for the foundation's isolation promises: each tries to break out and must
+// fail. (User namespaces, seccomp and resource limits come with the isolation issue; these
+// cover what the foundation promises: namespaces, the overlay root and dropped capabilities.)
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "integration/harness.hpp"
+
+using namespace warren::testing;
+namespace fs = std::filesystem;
+
+namespace {
+// Runs a shell line in sandbox `name`.
+run_result sh(const warrend_process& d, const std::string& name, const std::string& line) {
+  return d.warren({"exec", name, "--", "sh", "-c", line});
+}
+}  // namespace
+
+TEST_CASE("a sandbox sees its init as PID 1 and no host process", "[isolation]") {
+  warrend_process d;
+  CHECK(sh(d, "a", "cat /proc/1/comm").out == "warren-init\n");
+  CHECK(sh(d, "a", "echo $$").out != "1\n");
+  // The daemon and the test runner are invisible: no process in the sandbox's /proc has
+  // their command lines.
+  auto r = sh(d, "a", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '");
+  CHECK(r.out.find("warrend") == std::string::npos);
+  CHECK(r.out.find("warren_integration_tests") == std::string::npos);
+  auto count = sh(d, "a", "ls -d /proc/[0-9]* | wc -l");
+  CHECK(std::stoi(count.out) < 10);
+  CHECK(sh(d, "a", "hostname").out == "a\n");
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  CHECK(std::string(host) != "a");
+}
+
+TEST_CASE("a sandbox cannot see host files, the daemon's data or another sandbox", "[isolation]") {
+  warrend_process d;
+  auto marker = "/root/warren-marker-" + std::to_string(::getpid());
+  std::ofstream(marker) << "host secret\n";
+  REQUIRE(sh(d, "a", "echo mine > /workspace/a-file").code == 0);
+
+  CHECK(sh(d, "b", "test -e " + marker).code != 0);
+  CHECK(sh(d, "b", "cat /etc/shadow").code != 0);
+  CHECK(sh(d, "b", "test -e " + d.data_dir).code != 0);
+  CHECK(sh(d, "b", "test -e " + d.socket).code != 0);
+  CHECK(sh(d, "b", "test -e /workspace/a-file").code != 0);
+  CHECK(sh(d, "b", "grep -r 'host secret' /root /home /workspace /etc 2>/dev/null").out.empty());
+  // Through /proc: PID 1's root and cwd are the sandbox's, not the host's.
+  CHECK(sh(d, "b", "test -e /proc/1/root" + marker).code != 0);
+  CHECK(sh(d, "b", "test -e /proc/1/cwd/" + d.data_dir).code != 0);
+  fs::remove(marker);
+}
+
+TEST_CASE("writes through .. and to /usr stay inside the sandbox", "[isolation]") {
+  warrend_process d;
+  auto tag = std::to_string(::getpid());
+  CHECK(sh(d, "a", "cd /../../..; pwd").out == "/\n");
+  CHECK(sh(d, "a", "echo x > /../../../tmp/escape-" + tag).code == 0);
+  CHECK_FALSE(fs::exists("/tmp/escape-" + tag));
+  CHECK(sh(d, "a", "echo x > /usr/warren-test-" + tag + " && cat /usr/warren-test-" + tag).out == "x\n");
+  CHECK_FALSE(fs::exists("/usr/warren-test-" + tag));
+  CHECK(sh(d, "b", "test -e /usr/warren-test-" + tag).code != 0);
+}
+
+TEST_CASE("root in a sandbox cannot mount, make devices or change kernel settings", "[isolation]") {
+  warrend_process d;
+  CHECK(sh(d, "a", "mount -t tmpfs none /mnt").code != 0);
+  CHECK(sh(d, "a", "mount --bind /usr /mnt").code != 0);
+  CHECK(sh(d, "a", "mknod /tmp/disk b 8 0").code != 0);
+  std::ifstream in("/proc/sys/kernel/core_pattern");
+  std::string before((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(sh(d, "a", "echo '|/tmp/evil' > /proc/sys/kernel/core_pattern").code != 0);
+  std::ifstream again("/proc/sys/kernel/core_pattern");
+  std::string after((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+  CHECK(after == before);
+  CHECK(sh(d, "a", "echo 1 > /proc/sysrq-trigger").code != 0);
+  CHECK(sh(d, "a", "cat /proc/kcore | head -c 1 | wc -c").out == "0\n");
+  // Entering the host's namespaces through PID 1 needs CAP_SYS_ADMIN, which is dropped.
+  CHECK(sh(d, "a", "nsenter -t 1 -m true").code != 0);
+  CHECK(sh(d, "a", "unshare -m true").code != 0);
+}
+
+TEST_CASE("a sandbox has only a loopback network", "[isolation]") {
+  warrend_process d;
+  auto r = sh(d, "a", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+  CHECK(r.out == "lo\n");
+  CHECK(sh(d, "a", "cat /proc/net/route | wc -l").out == "1\n");  // Header only: no route.
+}
