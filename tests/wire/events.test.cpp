@@ -75,7 +75,7 @@ TEST_CASE("corrupt journal bytes are reported, not thrown", "[codec]") {
   CHECK_FALSE(d.error.empty());
 }
 
-// Regenerates the fixture: WARREN_WRITE_GOLDEN=1 ./warren_unit_tests "[.golden]"
+// Regenerates the fixture (only for a new schema version): build/bin/warren_unit_tests "[.golden]"
 TEST_CASE("write the v1 golden journal", "[.golden]") {
   std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v1.hex");
   out << "# Journal events of schema v1, one encoded envelope per line (hex). Never edit: add a\n"
