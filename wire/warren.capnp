@@ -64,7 +64,9 @@ interface Sandbox {
   exec @0 (request :ExecRequest, output :ExecOutput) -> (result :ExecResult);
   # Runs a command to completion inside the sandbox. stdout and stderr stream to `output` as
   # they are produced (flow-controlled); the call returns when the command has exited.
-  # Cancelling the call (or disconnecting) kills the command's process group.
+  # Cancelling the call (or disconnecting) kills the command's process group. When the
+  # command exits, whatever is left of its process group is killed too: an exec never leaves
+  # processes behind (long-running servers will be background processes).
   # A command that cannot be found exits 127 with a message on stderr; that is a result,
   # not an error.
 

@@ -240,3 +240,15 @@ TEST_CASE("the TCP API needs the bearer token", "[e2e][security]") {
   CHECK(right.out == "over tcp\n");
   CHECK(d.log().find("correct-horse") == std::string::npos);  // Never logged.
 }
+
+TEST_CASE("a sandbox whose init died is started again by the next call, with its files", "[e2e][lifecycle]") {
+  warrend_process d;
+  REQUIRE(d.warren({"exec", "phoenix", "--", "sh", "-c", "echo kept > /workspace/f"}).code == 0);
+  auto inits = processes_with("warren-init --name phoenix ");
+  REQUIRE_FALSE(inits.empty());
+  for (auto p : inits) ::kill(p, SIGKILL);
+  CHECK(eventually([&] { return d.log().find("event=init_exited sandbox=phoenix") != std::string::npos; }));
+  auto r = d.warren({"exec", "phoenix", "--", "cat", "/workspace/f"});
+  CHECK(r.code == 0);
+  CHECK(r.out == "kept\n");
+}
