@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -175,6 +176,14 @@ int main(int argc, char** argv) {
   if (!v["listen"].empty()) {
     if (v["token-file"].empty()) die("--listen needs --token-file: the TCP API is never open without a token");
     token = read_token(v["token-file"]);
+  }
+
+  // Each running sandbox holds a socket; the soft limit (often 1024) would cap the daemon
+  // far below its design density, so take the hard limit.
+  struct rlimit files;
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
   }
 
   // Signals must be captured before any thread exists (RocksDB and the journal start some).

@@ -1,0 +1,499 @@
+// warren_bench: warren's headline numbers next to their baselines, measured in the same
+// run and interleaved (absolute times drift on shared machines; ratios hold). Prints a
+// markdown table and writes the rows as JSON. Run it with `tools/dev bench [--quick]`.
+//
+// A figure that breaks (a failed exec, a daemon that does not start) aborts the run with a
+// message: benchmarks never assert timings, but they do not report numbers for broken work.
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+#include <kj/debug.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/sandbox_logic.hpp"
+#include "storage/journal.hpp"
+#include "wire/events.hpp"
+#include "wire/warren.capnp.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+double ms_since(clock_type::time_point t) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
+}
+
+[[noreturn]] void broken(const std::string& what) {
+  std::fprintf(stderr, "warren_bench: BROKEN: %s\n", what.c_str());
+  std::exit(1);
+}
+
+struct row {
+  std::string name, unit;
+  double p50 = 0, p90 = 0, p99 = 0;
+  std::size_t n = 0;
+  std::string baseline;     // Name of the baseline row, or "" for a baseline itself.
+  double ratio = 0;         // p50 / baseline p50.
+  std::string goal;         // The issue's goal, for the reader.
+  bool higher_is_better = false;
+};
+
+row summarize(std::string name, std::string unit, std::vector<double> v, bool higher_is_better = false) {
+  if (v.empty()) broken("no samples for " + name);
+  std::sort(v.begin(), v.end());
+  auto rank = [&](double q) { return v[std::min(v.size() - 1, static_cast<std::size_t>(q * v.size()))]; };
+  row r;
+  r.name = std::move(name);
+  r.unit = std::move(unit);
+  r.n = v.size();
+  // For throughput, "p50" is the median run and p90/p99 the slower runs (lower values).
+  if (higher_is_better) {
+    std::reverse(v.begin(), v.end());
+    r.p50 = rank(0.5), r.p90 = rank(0.9), r.p99 = rank(0.99);
+  } else {
+    r.p50 = rank(0.5), r.p90 = rank(0.9), r.p99 = rank(0.99);
+  }
+  r.higher_is_better = higher_is_better;
+  return r;
+}
+
+row against(row r, const row& base, std::string goal = "") {
+  r.baseline = base.name;
+  r.ratio = base.p50 > 0 ? r.p50 / base.p50 : 0;
+  r.goal = std::move(goal);
+  return r;
+}
+
+// --- processes ---------------------------------------------------------------------------
+
+pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path = "/dev/null") {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  int rc = ::posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) broken("cannot start " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Wall time of running argv to completion; the run must succeed.
+double time_process(const std::vector<std::string>& argv) {
+  auto t = clock_type::now();
+  if (int code = wait_exit(spawn(argv)); code != 0) broken(argv[0] + " exited " + std::to_string(code));
+  return ms_since(t);
+}
+
+long read_kb(const std::string& file, const std::string& key) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key, 0) == 0) return std::stol(line.substr(key.size()));
+  return 0;
+}
+
+std::vector<pid_t> pids_with(const std::string& needle) {
+  std::vector<pid_t> out;
+  for (auto& e : fs::directory_iterator("/proc")) {
+    auto name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    if (cmd.find(needle) != std::string::npos) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+// --- the daemon under test ------------------------------------------------------------------
+
+struct daemon_under_test {
+  std::string dir, data, socket, log;
+  pid_t pid = -1;
+
+  explicit daemon_under_test(const std::string& warrend) {
+    char tmpl[] = "/tmp/warren-bench-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    data = dir + "/data";
+    socket = dir + "/warren.sock";
+    log = dir + "/warrend.log";
+    pid = spawn({warrend, "--data-dir", data, "--socket", socket, "--log-level", "warn"}, log);
+    for (int i = 0; i < 500 && !fs::exists(socket); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!fs::exists(socket)) broken("warrend did not start; log: " + log);
+  }
+  ~daemon_under_test() {
+    ::kill(pid, SIGTERM);
+    wait_exit(pid);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+// --- RPC ----------------------------------------------------------------------------------
+
+struct client {
+  kj::AsyncIoContext& io;
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyClient> rpc;
+  warren::wire::Warren::Client root = nullptr;
+
+  client(kj::AsyncIoContext& i, const std::string& socket) : io(i) {
+    auto addr = io.provider->getNetwork().parseAddress("unix:" + socket).wait(io.waitScope);
+    stream = addr->connect().wait(io.waitScope);
+    rpc = kj::heap<capnp::TwoPartyClient>(*stream);
+    root = rpc->bootstrap().castAs<warren::wire::Warren>();
+  }
+};
+
+class null_output final : public warren::wire::ExecOutput::Server {
+ protected:
+  kj::Promise<void> writeStdout(WriteStdoutContext) override { return kj::READY_NOW; }
+  kj::Promise<void> writeStderr(WriteStderrContext) override { return kj::READY_NOW; }
+};
+
+kj::Promise<void> exec_true(warren::wire::Sandbox::Client sandbox) {
+  auto req = sandbox.execRequest();
+  auto argv = req.initRequest().initCommand().initArgv(1);
+  argv.set(0, "true");
+  req.setOutput(kj::heap<null_output>());
+  return req.send().then([](auto res) {
+    if (res.getResult().getExitCode() != 0) broken("`true` in a sandbox exited " + std::to_string(res.getResult().getExitCode()));
+  });
+}
+
+// Get-or-create `name` and run `true` in it, pipelined (one round trip).
+kj::Promise<void> create_and_exec(client& c, const std::string& name) {
+  auto req = c.root.sandboxRequest();
+  req.setName(name);
+  return exec_true(req.send().getSandbox());
+}
+
+kj::Promise<void> create_only(client& c, const std::string& name) {
+  auto req = c.root.sandboxRequest();
+  req.setName(name);
+  return req.send().ignoreResult();
+}
+
+kj::Promise<void> destroy(client& c, const std::string& name) {
+  auto req = c.root.destroyRequest();
+  req.setName(name);
+  return req.send().then([name](auto res) {
+    if (!res.getExisted()) broken("destroy of " + name + " found nothing");
+  });
+}
+
+double time_rpc(client& c, kj::Promise<void> p) {
+  auto t = clock_type::now();
+  p.wait(c.io.waitScope);
+  return ms_since(t);
+}
+
+// Runs total operations with `window` in flight; returns each one's latency in ms.
+std::vector<double> run_window(client& c, int total, int window, std::function<kj::Promise<void>(int)> op) {
+  std::vector<double> lat(static_cast<std::size_t>(total));
+  std::function<kj::Promise<void>(int)> lane = [&](int i) -> kj::Promise<void> {
+    if (i >= total) return kj::READY_NOW;
+    auto t = clock_type::now();
+    return op(i).then([&, i, t]() {
+      lat[static_cast<std::size_t>(i)] = ms_since(t);
+      return lane(i + window);
+    });
+  };
+  kj::Vector<kj::Promise<void>> lanes;
+  for (int j = 0; j < std::min(window, total); ++j) lanes.add(lane(j));
+  kj::joinPromises(lanes.releaseAsArray()).wait(c.io.waitScope);
+  return lat;
+}
+
+// --- benchmarks -----------------------------------------------------------------------------
+
+const std::vector<std::string> bare = {"/bin/true"};
+const std::vector<std::string> unshare = {"unshare", "--mount", "--pid", "--fork", "/bin/true"};
+const std::vector<std::string> bwrap = {"bwrap", "--unshare-all", "--ro-bind", "/usr", "/usr",
+                                        "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+                                        "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev",
+                                        "/bin/true"};
+
+void bench_latency(client& c, int n, std::vector<row>& rows) {
+  std::vector<double> b, u, w, create, warm, bare_warm;
+  // Warm-up: page cache, the base image, the daemon's first allocations.
+  create_and_exec(c, "warmup").wait(c.io.waitScope);
+  for (int i = 0; i < n; ++i) {
+    b.push_back(time_process(bare));
+    u.push_back(time_process(unshare));
+    w.push_back(time_process(bwrap));
+    create.push_back(time_rpc(c, create_and_exec(c, "c-" + std::to_string(i))));
+  }
+  auto req = c.root.sandboxRequest();
+  req.setName("warm");
+  auto warm_sandbox = req.send().getSandbox();
+  exec_true(warm_sandbox).wait(c.io.waitScope);
+  for (int i = 0; i < n; ++i) {
+    bare_warm.push_back(time_process(bare));
+    warm.push_back(time_rpc(c, exec_true(warm_sandbox)));
+  }
+  auto rb = summarize("baseline: fork+exec /bin/true", "ms", b);
+  auto ru = summarize("baseline: unshare --mount --pid --fork true", "ms", u);
+  auto rw = summarize("baseline: bwrap --unshare-all ... true", "ms", w);
+  auto rc = summarize("create-to-first-exec (RPC, journaled)", "ms", create);
+  auto rbw = summarize("baseline: fork+exec /bin/true (warm pass)", "ms", bare_warm);
+  rows.push_back(rb);
+  rows.push_back(ru);
+  rows.push_back(rw);
+  rows.push_back(against(rc, rb, "<= 2.5x fork+exec"));
+  rows.push_back(against(rc, rw, "< 1x bwrap"));
+  rows.push_back(rbw);
+  rows.push_back(against(summarize("warm exec round trip (RPC, journaled)", "ms", warm), rbw, "<= 1.5x fork+exec"));
+}
+
+void bench_burst(client& c, std::vector<row>& rows) {
+  constexpr int burst = 100;
+  std::vector<double> wall_bare, wall_w, lat;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t = clock_type::now();
+    std::vector<pid_t> pids;
+    for (int i = 0; i < burst; ++i) pids.push_back(spawn(bare));
+    for (auto p : pids) wait_exit(p);
+    wall_bare.push_back(ms_since(t));
+    t = clock_type::now();
+    auto l = run_window(c, burst, burst, [&](int i) {
+      return create_and_exec(c, "burst-" + std::to_string(rep) + "-" + std::to_string(i));
+    });
+    wall_w.push_back(ms_since(t));
+    lat.insert(lat.end(), l.begin(), l.end());
+  }
+  auto rb = summarize("baseline: 100 concurrent fork+exec /bin/true, wall", "ms", wall_bare);
+  rows.push_back(rb);
+  rows.push_back(against(summarize("burst: 100 concurrent creates+exec, wall", "ms", wall_w), rb, "<= 1500 ms"));
+  rows.push_back(summarize("burst: latency of one create+exec among 100", "ms", lat));
+}
+
+void bench_density(client& c, const daemon_under_test& d, int n, std::vector<row>& rows) {
+  auto avail_before = read_kb("/proc/meminfo", "MemAvailable:");
+  auto rss_before = read_kb("/proc/" + std::to_string(d.pid) + "/status", "VmRSS:");
+  auto t = clock_type::now();
+  run_window(c, n, 32, [&](int i) { return create_only(c, "idle-" + std::to_string(i)); });
+  double create_s = ms_since(t) / 1000;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // Let lazy allocations settle.
+  auto rss_after = read_kb("/proc/" + std::to_string(d.pid) + "/status", "VmRSS:");
+  auto avail_after = read_kb("/proc/meminfo", "MemAvailable:");
+  long pss = 0;
+  auto inits = pids_with("--sandbox-dir " + d.data + "/");
+  for (auto p : inits) pss += read_kb("/proc/" + std::to_string(p) + "/smaps_rollup", "Pss:");
+  if (static_cast<int>(inits.size()) < 2 * n) broken("expected " + std::to_string(2 * n) + " init processes, found " + std::to_string(inits.size()));
+
+  row goal_mem;
+  goal_mem.name = "goal: memory per idle sandbox";
+  goal_mem.unit = "KB";
+  goal_mem.p50 = goal_mem.p90 = goal_mem.p99 = 1024;
+  goal_mem.n = 1;
+  rows.push_back(goal_mem);
+  auto one = [&](std::string name, double kb) {
+    auto r = summarize(std::move(name), "KB", {kb});
+    return against(r, goal_mem, "<= 1 MB");
+  };
+  rows.push_back(one("density: host memory per idle sandbox (MemAvailable drop / N)", double(avail_before - avail_after) / n));
+  rows.push_back(one("density: init processes' PSS per idle sandbox", double(pss) / n));
+  rows.push_back(one("density: daemon RSS per idle sandbox", double(rss_after - rss_before) / n));
+  row goal_rate;
+  goal_rate.name = "reference: 142 sandboxes/s (DESIGN.md, one supervisor)";
+  goal_rate.unit = "sandboxes/s";
+  goal_rate.p50 = goal_rate.p90 = goal_rate.p99 = 142;
+  goal_rate.n = 1;
+  goal_rate.higher_is_better = true;
+  rows.push_back(goal_rate);
+  rows.push_back(against(summarize("density: creation rate, " + std::to_string(n) + " idle sandboxes, 32 in flight", "sandboxes/s", {n / create_s}, true), goal_rate));
+  t = clock_type::now();
+  run_window(c, n, 32, [&](int i) { return destroy(c, "idle-" + std::to_string(i)); });
+  double destroy_s = ms_since(t) / 1000;
+  rows.push_back(summarize("density: teardown rate (destroy, 32 in flight)", "sandboxes/s", {n / destroy_s}, true));
+}
+
+void bench_journal(int events, int replay_events, std::vector<row>& rows) {
+  char tmpl[] = "/tmp/warren-bench-journal-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  warren::error err;
+  auto j = warren::storage::journal::open({dir + "/j", true}, err);
+  if (!j) broken(err.message);
+  auto record = warren::wire::encode_envelope({1, 1, false, warren::wire::exec_finished{1, 0, 0, false, false, 3, 10, 0, ""}});
+  auto append_one = [&](std::uint64_t stream, std::uint64_t seq) {
+    std::promise<warren::error> p;
+    warren::storage::journal_batch b;
+    b.appends.push_back({stream, seq, {record}});
+    j->append(std::move(b), [&](const warren::error& e) { p.set_value(e); });
+    auto e = p.get_future().get();
+    if (e) broken("journal append failed: " + e.message);
+  };
+
+  std::vector<double> one_by_one, grouped;
+  constexpr int writers = 64;
+  std::uint64_t next_stream = 1;
+  for (int rep = 0; rep < 3; ++rep) {
+    // Baseline: one writer, one synced append after another.
+    auto s = next_stream++;
+    int serial = std::max(200, events / 20);
+    auto t = clock_type::now();
+    for (int i = 1; i <= serial; ++i) append_one(s, i);
+    one_by_one.push_back(serial / (ms_since(t) / 1000));
+    // Group commit: many sandboxes appending at once, each waiting for its own sync.
+    std::vector<std::thread> threads;
+    int per = events / writers;
+    auto base = next_stream;
+    next_stream += writers;
+    t = clock_type::now();
+    for (int w = 0; w < writers; ++w)
+      threads.emplace_back([&, w] {
+        for (int i = 1; i <= per; ++i) append_one(base + w, i);
+      });
+    for (auto& th : threads) th.join();
+    grouped.push_back(per * writers / (ms_since(t) / 1000));
+  }
+  auto rb = summarize("baseline: synced appends one by one (1 writer)", "events/s", one_by_one, true);
+  rows.push_back(rb);
+  rows.push_back(against(summarize("journal: synced appends, 64 writers (group commit)", "events/s", grouped, true), rb, ">= 100k events/s"));
+
+  // Replay: decode and apply a long stream.
+  constexpr std::uint64_t stream = 1u << 30;
+  for (int written = 0; written < replay_events;) {
+    warren::storage::journal_batch b;
+    warren::storage::stream_append a{stream, static_cast<std::uint64_t>(written) + 1, {}};
+    for (int k = 0; k < 1000 && written < replay_events; ++k, ++written) a.records.push_back(record);
+    b.appends.push_back(std::move(a));
+    std::promise<void> p;
+    j->append(std::move(b), [&](const warren::error&) { p.set_value(); });
+    p.get_future().get();
+  }
+  std::vector<double> raw, replay;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t = clock_type::now();
+    auto all = j->read(stream);
+    raw.push_back(all.size() / (ms_since(t) / 1000));
+    t = clock_type::now();
+    all = j->read(stream);
+    warren::actors::sandbox_record rec;
+    for (auto& [seq, bytes] : all) {
+      auto d = warren::wire::decode_envelope(bytes);
+      if (!d.value) broken("replay decode failed: " + d.error);
+      warren::actors::apply(rec, *d.value);
+    }
+    replay.push_back(all.size() / (ms_since(t) / 1000));
+  }
+  auto rr = summarize("baseline: reading the stream without decoding", "events/s", raw, true);
+  rows.push_back(rr);
+  rows.push_back(against(summarize("journal: replay (read + decode + apply), " + std::to_string(replay_events) + " events", "events/s", replay, true), rr, ">= 1M events/s"));
+  j.reset();
+  fs::remove_all(dir);
+}
+
+std::string fmt(double v) {
+  char buf[32];
+  if (v >= 1000) std::snprintf(buf, sizeof buf, "%.0f", v);
+  else std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+std::string json_str(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string warrend, out = "bench.json";
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--warrend" && i + 1 < argc) warrend = argv[++i];
+    else if (a == "--out" && i + 1 < argc) out = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: warren_bench --warrend PATH [--quick] [--out FILE]\n");
+      return 2;
+    }
+  }
+  if (warrend.empty()) broken("--warrend is required");
+  const int n = quick ? 30 : 200;
+  const int density = quick ? 500 : 2000;
+  const int events = quick ? 20000 : 200000;
+  const int replay = quick ? 200000 : 1000000;
+
+  std::vector<row> rows;
+  auto started = clock_type::now();
+  {
+    daemon_under_test d(warrend);
+    auto io = kj::setupAsyncIo();
+    client c(io, d.socket);
+    std::fprintf(stderr, "warren_bench: latency (n=%d) ...\n", n);
+    bench_latency(c, n, rows);
+    std::fprintf(stderr, "warren_bench: burst ...\n");
+    bench_burst(c, rows);
+    std::fprintf(stderr, "warren_bench: density (N=%d) ...\n", density);
+    bench_density(c, d, density, rows);
+  }
+  std::fprintf(stderr, "warren_bench: journal ...\n");
+  bench_journal(events, replay, rows);
+
+  std::printf("\n| figure | unit | p50 | p90 | p99 | n | baseline | ratio | goal |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---|---:|---|\n");
+  for (auto& r : rows)
+    std::printf("| %s | %s | %s | %s | %s | %zu | %s | %s | %s |\n", r.name.c_str(), r.unit.c_str(), fmt(r.p50).c_str(),
+                fmt(r.p90).c_str(), fmt(r.p99).c_str(), r.n, r.baseline.empty() ? "-" : r.baseline.c_str(),
+                r.baseline.empty() ? "-" : (fmt(r.ratio) + "x").c_str(), r.goal.empty() ? "" : r.goal.c_str());
+  std::printf("\nNot measured yet: hibernate and wake-to-first-exec, memory per hibernated sandbox "
+              "(hibernation is not implemented).\n");
+  std::printf("Total run: %.0f s (%s).\n", ms_since(started) / 1000, quick ? "quick" : "full");
+
+  std::ofstream json(out);
+  json << "[\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    auto& r = rows[i];
+    json << "  {\"name\": " << json_str(r.name) << ", \"unit\": " << json_str(r.unit) << ", \"p50\": " << r.p50
+         << ", \"p90\": " << r.p90 << ", \"p99\": " << r.p99 << ", \"n\": " << r.n
+         << ", \"baseline\": " << (r.baseline.empty() ? "null" : json_str(r.baseline))
+         << ", \"ratio\": " << (r.baseline.empty() ? "null" : std::to_string(r.ratio))
+         << ", \"higher_is_better\": " << (r.higher_is_better ? "true" : "false") << "}"
+         << (i + 1 < rows.size() ? ",\n" : "\n");
+  }
+  json << "]\n";
+  std::fprintf(stderr, "warren_bench: wrote %s\n", out.c_str());
+  return 0;
+}
