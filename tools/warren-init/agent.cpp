@@ -7,6 +7,8 @@
 #include <kj/debug.h>
 
 #include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -15,8 +17,6 @@
 
 #include "sys.hpp"
 #include "wire/agent.capnp.h"
-
-extern char** environ;
 
 namespace warren::init {
 namespace {
@@ -46,39 +46,58 @@ struct exec_job {
   }
 };
 
-[[noreturn]] void child_fail(const std::string& msg, int code) {
-  std::string line = "warren: " + msg + "\n";
-  write_all(2, line.data(), line.size());
-  ::_exit(code);
+// Resolves a program name the way execvp would, against the PATH of the command's own
+// environment, inside the sandbox (PID 1 lives in its mount namespace). Empty: not found.
+std::string resolve_program(const std::string& prog, const std::vector<std::string>& env) {
+  if (prog.find('/') != std::string::npos) return prog;
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  for (auto& e : env)
+    if (e.rfind("PATH=", 0) == 0) path = e.substr(5);
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    auto end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    auto dir = path.substr(start, end - start);
+    auto candidate = (dir.empty() ? std::string(".") : dir) + "/" + prog;
+    struct stat st;
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+    start = end + 1;
+  }
+  return "";
 }
 
-// Runs in the forked child: never returns.
-[[noreturn]] void exec_child(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                             const std::string& cwd, int devnull, int out, int err) {
-  ::setsid();
-  sigset_t none;
+// Starts the command with posix_spawn (clone with CLONE_VM|CLONE_VFORK: no copy of PID 1's
+// page tables). Capabilities and no_new_privs were set once for PID 1 and are inherited.
+// Returns the pid, or the errno of the failed spawn.
+int spawn_command(const std::string& program, const std::vector<std::string>& argv,
+                  const std::vector<std::string>& env, const std::string& cwd, int out, int err, pid_t& pid) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out, 1);
+  posix_spawn_file_actions_adddup2(&fa, err, 2);
+  posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
   sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);  // KJ ignores SIGPIPE.
-  if (::dup2(devnull, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) ::_exit(126);
-  ::close_range(3, ~0U, 0);
-  try {
-    restrict_capabilities();
-  } catch (const init_error& e) {
-    child_fail(std::string("cannot drop capabilities: ") + e.what(), 126);
-  }
-  if (::chdir(cwd.c_str()) < 0)
-    child_fail("cannot change to directory " + cwd + ": " + std::strerror(errno), 126);
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);  // KJ ignores it; an ignored signal would survive exec.
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  // A session (and process group) of its own, so that the whole tree can be signalled.
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   std::vector<char*> args, envp;
   for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  environ = envp.data();  // execvp searches the PATH of the command's own environment.
-  ::execvp(args[0], args.data());
-  int e = errno;
-  if (e == ENOENT) child_fail(argv[0] + ": command not found", 127);
-  child_fail(argv[0] + ": " + std::strerror(e), 126);
+  int rc = ::posix_spawn(&pid, program.c_str(), &fa, &attr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  return rc;
 }
 
 class agent_impl final : public wire::Agent::Server {
@@ -101,20 +120,29 @@ class agent_impl final : public wire::Agent::Server {
     auto sink = params.getSink();
     KJ_REQUIRE(!argv.empty() && !argv[0].empty(), "empty argv");
 
+    // Failures before the command runs are results, like a shell's: a message on stderr
+    // and exit status 127 (not found) or 126 (cannot run).
+    auto program = resolve_program(argv[0], env);
+    if (program.empty()) return fail_early(context, sink, argv[0] + ": command not found", 127);
+    struct stat st;
+    int cwd_error = ::stat(cwd.c_str(), &st) < 0 ? errno : (S_ISDIR(st.st_mode) ? 0 : ENOTDIR);
+    if (cwd_error != 0)
+      return fail_early(context, sink, "cannot change to directory " + cwd + ": " + std::strerror(cwd_error), 126);
+
     int out[2], err[2];
     check(::pipe2(out, O_CLOEXEC), "pipe2");
     check(::pipe2(err, O_CLOEXEC), "pipe2");
     unique_fd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]);
-    unique_fd devnull(static_cast<int>(check(::open("/dev/null", O_RDONLY | O_CLOEXEC), "open", "/dev/null")));
 
     auto job = kj::heap<exec_job>();
-    pid_t pid = static_cast<pid_t>(check(::fork(), "fork"));
-    if (pid == 0) exec_child(argv, env, cwd, devnull.get(), out_w.get(), err_w.get());
+    pid_t pid = 0;
+    if (int rc = spawn_command(program, argv, env, cwd, out_w.get(), err_w.get(), pid); rc != 0)
+      return fail_early(context, sink, argv[0] + ": " + std::strerror(rc), 126);
     job->pid = pid;
     job->pgid = pid;
     out_w.reset();
     err_w.reset();
-    auto exited = io_.unixEventPort.onChildExit(job->pid);  // Right after fork (KJ's rule).
+    auto exited = io_.unixEventPort.onChildExit(job->pid);  // Right after the spawn (KJ's rule).
 
     auto& low = *io_.lowLevelProvider;
     constexpr auto flags = kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP | kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC;
@@ -162,6 +190,15 @@ class agent_impl final : public wire::Agent::Server {
   }
 
  private:
+  kj::Promise<void> fail_early(ExecContext context, wire::OutputSink::Client sink, const std::string& msg,
+                               int code) {
+    auto req = sink.writeRequest();
+    req.setFd(2);
+    auto line = "warren: " + msg + "\n";
+    req.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(line.data()), line.size()));
+    return req.send().then([context, code]() mutable { context.getResults().initStatus().setExitCode(code); });
+  }
+
   kj::Promise<void> pump(kj::AsyncInputStream& in, std::uint8_t fd, wire::OutputSink::Client sink) {
     auto buf = kj::heapArray<kj::byte>(chunk_bytes);
     auto data = buf.begin();

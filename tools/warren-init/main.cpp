@@ -68,6 +68,9 @@ void die_with_parent(pid_t expected_parent) {
     // too and the closed agent socket ends us.)
     check(::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl PR_SET_PDEATHSIG");
     enter_root(root_config{a.sandbox_dir, a.base_dir, a.name});
+    // Once for the whole sandbox: every command is spawned by PID 1 and inherits the reduced
+    // bounding set and no_new_privs (PID 1 keeps its own effective capabilities).
+    restrict_capabilities();
     ::close(status_fd);  // EOF without a message: the sandbox is up.
   } catch (const init_error& e) {
     report(e.what());

@@ -89,7 +89,7 @@ void prepare_layer_dirs(const root_config& c);
 void enter_root(const root_config& c);
 
 /// capabilities.cpp: drops every capability outside the sandbox default set from the
-/// bounding set, and sets no_new_privs. Called in each command's process before exec.
+/// bounding set, and sets no_new_privs. Called once in PID 1; commands inherit both.
 void restrict_capabilities();
 
 /// agent.cpp: serves the Agent interface on `sock_fd` until the daemon hangs up.
