@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <unordered_map>
 #include <vector>
@@ -170,13 +171,16 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
                    return agent.pingRequest().send().ignoreResult();
                  })
                  .then(
-                     [this, id, agent, started]() mutable {
+                     [this, id, agent, started, spawned = std::chrono::steady_clock::now()]() mutable {
                        auto it = st_->links.find(id);
                        if (it == st_->links.end() || it->second->stopping) {
                          started(make_error(errc::start_failed, "the sandbox's init exited during start-up"));
                          return;
                        }
                        it->second->agent = agent;
+                       spdlog::debug("event=init_ready sandbox={} start_us={}", it->second->name,
+                                     std::chrono::duration_cast<std::chrono::microseconds>(
+                                         std::chrono::steady_clock::now() - spawned).count());
                        started({});
                      },
                      [this, id, name = spec.name, started](kj::Exception&& e) {

@@ -71,18 +71,20 @@ struct journal::impl {
   }
 
   // Checks the sequence numbers of one batch against `staged` (the last seqs including
-  // batches already accepted into this group) and, if they hold, adds it to `wb`.
+  // batches already accepted into this group) and, if they hold, adds it to `wb`. Only the
+  // streams the batch touches are looked at, so a group costs O(its size).
   error add_batch(const journal_batch& batch, rocksdb::WriteBatch& wb,
                   std::unordered_map<std::uint64_t, std::uint64_t>& staged) {
-    auto next = staged;
-    for (auto stream : batch.erase_streams) next[stream] = 0;
+    std::unordered_map<std::uint64_t, std::uint64_t> touched;
+    for (auto stream : batch.erase_streams) touched[stream] = 0;
     for (auto& a : batch.appends) {
-      auto it = next.find(a.stream);
-      if (it == next.end()) {
-        auto known = last_seqs.find(a.stream);
-        it = next.emplace(a.stream, known != last_seqs.end() ? known->second
-                                                               : read_last_seq(a.stream))
-                 .first;
+      auto it = touched.find(a.stream);
+      if (it == touched.end()) {
+        std::uint64_t last;
+        if (auto s = staged.find(a.stream); s != staged.end()) last = s->second;
+        else if (auto k = last_seqs.find(a.stream); k != last_seqs.end()) last = k->second;
+        else last = read_last_seq(a.stream);
+        it = touched.emplace(a.stream, last).first;
       }
       if (a.first_seq != it->second + 1)
         return make_error(errc::internal, "journal stream " + std::to_string(a.stream) +
@@ -96,7 +98,7 @@ struct journal::impl {
       std::uint64_t seq = a.first_seq;
       for (auto& r : a.records) wb.Put(cf, journal_key(a.stream, seq++), r);
     }
-    staged = std::move(next);
+    for (auto& [stream, seq] : touched) staged[stream] = seq;
     return {};
   }
 

@@ -360,7 +360,7 @@ void bench_journal(int events, int replay_events, std::vector<row>& rows) {
   };
 
   std::vector<double> one_by_one, grouped;
-  constexpr int writers = 64;
+  constexpr int streams = 1024;  // Sandboxes writing at once, each with one append in flight.
   std::uint64_t next_stream = 1;
   for (int rep = 0; rep < 3; ++rep) {
     // Baseline: one writer, one synced append after another.
@@ -369,22 +369,30 @@ void bench_journal(int events, int replay_events, std::vector<row>& rows) {
     auto t = clock_type::now();
     for (int i = 1; i <= serial; ++i) append_one(s, i);
     one_by_one.push_back(serial / (ms_since(t) / 1000));
-    // Group commit: many sandboxes appending at once, each waiting for its own sync.
-    std::vector<std::thread> threads;
-    int per = events / writers;
+    // Group commit: each stream appends its next event from the previous one's callback,
+    // the way a sandbox actor appends after its last write was acknowledged.
     auto base = next_stream;
-    next_stream += writers;
-    t = clock_type::now();
-    for (int w = 0; w < writers; ++w)
-      threads.emplace_back([&, w] {
-        for (int i = 1; i <= per; ++i) append_one(base + w, i);
+    next_stream += streams;
+    int per = std::max(1, events / streams);
+    std::atomic<int> left{streams * per};
+    std::promise<void> all_done;
+    std::function<void(std::uint64_t, std::uint64_t)> next = [&](std::uint64_t stream, std::uint64_t seq) {
+      warren::storage::journal_batch b;
+      b.appends.push_back({stream, seq, {record}});
+      j->append(std::move(b), [&, stream, seq](const warren::error& e) {
+        if (e) broken("journal append failed: " + e.message);
+        if (--left == 0) all_done.set_value();
+        if (static_cast<int>(seq) < per) next(stream, seq + 1);
       });
-    for (auto& th : threads) th.join();
-    grouped.push_back(per * writers / (ms_since(t) / 1000));
+    };
+    t = clock_type::now();
+    for (int w = 0; w < streams; ++w) next(base + w, 1);
+    all_done.get_future().get();
+    grouped.push_back(streams * per / (ms_since(t) / 1000));
   }
   auto rb = summarize("baseline: synced appends one by one (1 writer)", "events/s", one_by_one, true);
   rows.push_back(rb);
-  rows.push_back(against(summarize("journal: synced appends, 64 writers (group commit)", "events/s", grouped, true), rb, ">= 100k events/s"));
+  rows.push_back(against(summarize("journal: synced appends, 1024 sandboxes at once (group commit)", "events/s", grouped, true), rb, ">= 100k events/s"));
 
   // Replay: decode and apply a long stream.
   constexpr std::uint64_t stream = 1u << 30;
@@ -398,6 +406,7 @@ void bench_journal(int events, int replay_events, std::vector<row>& rows) {
     p.get_future().get();
   }
   std::vector<double> raw, replay;
+  j->read(stream);  // Warm the block cache so that neither side pays for the first read.
   for (int rep = 0; rep < 3; ++rep) {
     auto t = clock_type::now();
     auto all = j->read(stream);
