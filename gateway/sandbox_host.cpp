@@ -1,5 +1,7 @@
 #include "gateway/sandbox_host.hpp"
 
+#include "gateway/init_spawn.hpp"
+
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-unix.h>
 #include <kj/debug.h>
@@ -7,7 +9,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,8 +35,8 @@ std::string describe_status(int status) {
   return "ended";
 }
 
-// Moves `fd` above the fds that posix_spawn will dup2 into (3, 4), keeping CLOEXEC, so a
-// dup2 onto itself (which would keep CLOEXEC) cannot happen.
+// Moves `fd` above the fds the child will dup2 into (3, 4), keeping CLOEXEC, so a dup2
+// onto itself (which would keep CLOEXEC) cannot happen.
 int high_fd(int fd) {
   int h = ::fcntl(fd, F_DUPFD_CLOEXEC, 10);
   ::close(fd);
@@ -101,41 +102,21 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
   }
   int child_sock = high_fd(sv[1]), child_status = high_fd(status[1]);
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, child_sock, 3);
-  posix_spawn_file_actions_adddup2(&actions, child_status, 4);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // The daemon's threads block the signals KJ captures and KJ ignores SIGPIPE; the init
-  // starts with a clean slate.
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_USEVFORK);
-
-  auto parent_pid = std::to_string(::getpid());
   auto cgroup = cgroups_.path(spec.sandbox_id);
-  std::vector<std::string> args = {"warren-init",   "--name",     spec.name, "--sandbox-dir", spec.dir,
-                                   "--base-dir",    spec.base_dir, "--cgroup", cgroup,        "--parent-pid",
-                                   parent_pid};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  char* envp[] = {nullptr};
-  pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, options_.init_path.c_str(), &actions, &attr, argv.data(), envp);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  init_spawn_request req;
+  req.path = options_.init_path;
+  req.argv = {"warren-init", "--name", spec.name, "--sandbox-dir", spec.dir, "--base-dir", spec.base_dir,
+              "--cgroup", cgroup};
+  req.agent_fd = child_sock;
+  req.status_fd = child_status;
+  error spawn_error;
+  pid_t pid = spawn_init(req, spawn_error);
   ::close(child_sock);
   ::close(child_status);
-  if (rc != 0) {
+  if (pid < 0) {
     ::close(sv[0]);
     ::close(status[0]);
-    return fail("posix_spawn " + options_.init_path + ": " + std::strerror(rc));
+    return fail(spawn_error.message);
   }
 
   auto l = kj::heap<link>();

@@ -45,8 +45,15 @@ double ms_since(clock_type::time_point t) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
 }
 
+pid_t daemon_pid = -1;  // The daemon under test, stopped on every exit path.
+
 [[noreturn]] void broken(const std::string& what) {
   std::fprintf(stderr, "warren_bench: BROKEN: %s\n", what.c_str());
+  if (daemon_pid > 0) {
+    ::kill(daemon_pid, SIGTERM);
+    int status;
+    ::waitpid(daemon_pid, &status, 0);
+  }
   std::exit(1);
 }
 
@@ -152,12 +159,14 @@ struct daemon_under_test {
     socket = dir + "/warren.sock";
     log = dir + "/warrend.log";
     pid = spawn({warrend, "--data-dir", data, "--socket", socket, "--log-level", "warn"}, log);
+    daemon_pid = pid;
     for (int i = 0; i < 500 && !fs::exists(socket); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (!fs::exists(socket)) broken("warrend did not start; log: " + log);
   }
   ~daemon_under_test() {
     ::kill(pid, SIGTERM);
     wait_exit(pid);
+    daemon_pid = -1;
     std::error_code ec;
     fs::remove_all(dir, ec);
   }
@@ -312,9 +321,10 @@ void bench_density(client& c, const daemon_under_test& d, int n, std::vector<row
   auto rss_after = read_kb("/proc/" + std::to_string(d.pid) + "/status", "VmRSS:");
   auto avail_after = read_kb("/proc/meminfo", "MemAvailable:");
   long pss = 0;
-  auto inits = pids_with("--sandbox-dir " + d.data + "/");
+  // Every process of the idle sandboxes (one each: their PID 1) and nothing else.
+  auto inits = pids_with("warren-init --name idle-");
   for (auto p : inits) pss += read_kb("/proc/" + std::to_string(p) + "/smaps_rollup", "Pss:");
-  if (static_cast<int>(inits.size()) < 2 * n) broken("expected " + std::to_string(2 * n) + " init processes, found " + std::to_string(inits.size()));
+  if (static_cast<int>(inits.size()) != n) broken("expected " + std::to_string(n) + " idle inits, found " + std::to_string(inits.size()));
 
   row goal_mem;
   goal_mem.name = "goal: memory per idle sandbox";
@@ -327,7 +337,7 @@ void bench_density(client& c, const daemon_under_test& d, int n, std::vector<row
     return against(r, goal_mem, "<= 1 MB");
   };
   rows.push_back(one("density: host memory per idle sandbox (MemAvailable drop / N)", double(avail_before - avail_after) / n));
-  rows.push_back(one("density: init processes' PSS per idle sandbox", double(pss) / n));
+  rows.push_back(one("density: PSS of the sandbox's processes per idle sandbox", double(pss) / n));
   rows.push_back(one("density: daemon RSS per idle sandbox", double(rss_after - rss_before) / n));
   row goal_rate;
   goal_rate.name = "reference: 142 sandboxes/s (DESIGN.md, one supervisor)";

@@ -17,15 +17,14 @@
 namespace warren::init {
 namespace {
 
+// Creates `path` and missing parents; the common case (parent exists) is one syscall.
 void mkdir_p(const std::string& path, mode_t mode) {
-  std::string cur;
-  std::size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    cur = path.substr(0, pos);
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), mode) < 0 && errno != EEXIST) fail("mkdir", cur, errno);
-  }
+  if (::mkdir(path.c_str(), mode) == 0 || errno == EEXIST) return;
+  if (errno != ENOENT) fail("mkdir", path, errno);
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) fail("mkdir", path, ENOENT);
+  mkdir_p(path.substr(0, slash), mode);
+  if (::mkdir(path.c_str(), mode) < 0 && errno != EEXIST) fail("mkdir", path, errno);
 }
 
 void do_mount(const char* source, const std::string& target, const char* type, unsigned long flags,
