@@ -13,12 +13,13 @@ namespace warren::actors {
 
 struct core::impl {
   core_options options;
+  storage::journal* journal = nullptr;  // Borrowed.
   std::unique_ptr<caf::actor_system_config> config;
   std::unique_ptr<caf::actor_system> system;
   caf::actor registry;
 
   std::chrono::milliseconds timeout(std::uint64_t extra_ms = 0) const {
-    return std::chrono::milliseconds(options.request_timeout_ms * 2 + extra_ms);
+    return std::chrono::milliseconds(options.request_timeout_ms * 4 + extra_ms);
   }
 
   // Sends a request from a short-lived actor and hands the reply to `done` (on that
@@ -74,6 +75,7 @@ std::unique_ptr<core> core::start(const core_options& options, storage::journal&
 
   auto p = std::make_unique<impl>();
   p->options = options;
+  p->journal = &journal;
   p->config = std::make_unique<caf::actor_system_config>();
   p->config->set("scheduler.max-threads", options.scheduler_threads);
   p->config->set("logger.console", caf::atom("none"));
@@ -82,9 +84,19 @@ std::unique_ptr<core> core::start(const core_options& options, storage::journal&
   return std::unique_ptr<core>(new core(std::move(p)));
 }
 
-void core::get_sandbox(std::string name, bool create, callback<actors::sandbox_info> done) {
+void core::get_sandbox(std::string name, bool create, sandbox_settings settings, callback<actors::sandbox_info> done) {
   impl_->ask<actors::sandbox_info>(impl_->timeout(impl_->options.start_timeout_ms), std::move(done),
-                                   wr_get_atom::value, std::move(name), create);
+                                   wr_get_atom::value, std::move(name), create, settings);
+}
+
+void core::configure(std::string name, std::uint64_t id, sandbox_settings settings, callback<actors::sandbox_info> done) {
+  impl_->ask<actors::sandbox_info>(impl_->timeout(impl_->options.start_timeout_ms), std::move(done),
+                                   wr_config_atom::value, std::move(name), id, settings);
+}
+
+void core::hibernate(std::string name, std::uint64_t id, callback<actors::sandbox_info> done) {
+  impl_->ask<actors::sandbox_info>(impl_->timeout(impl_->options.start_timeout_ms), std::move(done),
+                                   wr_sleep_atom::value, std::move(name), id);
 }
 
 void core::list(callback<std::vector<actors::sandbox_info>> done) {
@@ -111,6 +123,69 @@ void core::end_exec(std::string name, std::uint64_t id, std::uint64_t exec_id, e
                     callback<bool> done) {
   impl_->ask<bool>(impl_->timeout(), std::move(done), wr_ended_atom::value, std::move(name), id,
                    exec_id, std::move(outcome));
+}
+
+namespace {
+
+// Looks up `name` in the registry, then runs the blocking `work(id)` on a detached actor's
+// own thread (journal reads must not occupy a scheduler thread).
+template <class T>
+void with_stream(caf::actor_system& sys, caf::actor registry, std::chrono::milliseconds timeout, std::string name,
+                 std::function<error(std::uint64_t, T&)> work, callback<T> done) {
+  sys.spawn<caf::detached>([=](caf::event_based_actor* self) {
+    self->request(registry, timeout, wr_lookup_atom::value, name)
+        .then(
+            [=](std::uint64_t id) {
+              T value{};
+              auto e = work(id, value);
+              done(e, std::move(value));
+            },
+            [=](caf::error& e) { done(from_caf(e), T{}); });
+  });
+}
+
+}  // namespace
+
+void core::read_journal(std::string name, std::uint64_t from_seq, std::uint32_t limit, callback<journal_page> done) {
+  auto* j = impl_->journal;
+  if (limit == 0 || limit > 10000) limit = 10000;
+  with_stream<journal_page>(
+      *impl_->system, impl_->registry, impl_->timeout(), std::move(name),
+      [j, from_seq, limit](std::uint64_t id, journal_page& page) {
+        page.entries = read_entries(*j, id, from_seq, limit);
+        page.last_seq = j->last_seq(id);
+        return error{};
+      },
+      std::move(done));
+}
+
+void core::journal_state(std::string name, std::uint64_t at_seq, callback<std::string> done) {
+  auto* j = impl_->journal;
+  with_stream<std::string>(
+      *impl_->system, impl_->registry, impl_->timeout(), std::move(name),
+      [j, at_seq](std::uint64_t id, std::string& json) { return state_at(*j, id, at_seq, json); }, std::move(done));
+}
+
+void core::check_journals(callback<check_report> done) {
+  auto* j = impl_->journal;
+  auto registry = impl_->registry;
+  auto timeout = impl_->timeout();
+  impl_->system->spawn<caf::detached>([=](caf::event_based_actor* self) {
+    self->request(registry, timeout, wr_list_atom::value)
+        .then(
+            [=](std::vector<actors::sandbox_info>& all) {
+              check_report report;
+              if (auto e = check_stream(*j, registry_stream, true)) report.problems.push_back("registry: " + e.message);
+              ++report.checked;
+              for (auto& s : all) {
+                if (auto e = check_stream(*j, s.id, false))
+                  report.problems.push_back("sandbox " + s.name + " (id " + std::to_string(s.id) + "): " + e.message);
+                ++report.checked;
+              }
+              done({}, std::move(report));
+            },
+            [=](caf::error& e) { done(from_caf(e), check_report{}); });
+  });
 }
 
 void core::shutdown(std::function<void()> done) {

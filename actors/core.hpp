@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/journal_tools.hpp"
 #include "actors/runtime.hpp"
 #include "actors/types.hpp"
 
@@ -42,7 +43,8 @@ class core {
   ~core();
 
   /// Get-or-create: returns once the sandbox runs (and, if new, once its creation is durable).
-  void get_sandbox(std::string name, bool create, callback<sandbox_info> done);
+  /// `settings` apply when it is created; an existing sandbox keeps its own (see configure).
+  void get_sandbox(std::string name, bool create, sandbox_settings settings, callback<sandbox_info> done);
 
   /// Every known sandbox, sorted by name.
   void list(callback<std::vector<sandbox_info>> done);
@@ -50,8 +52,14 @@ class core {
   /// Stops the sandbox and erases it (journal, files, cgroup). Value: whether it existed.
   void destroy(std::string name, callback<bool> done);
 
-  /// Current info of one incarnation (fails with sandbox_gone if destroyed).
+  /// Current info of one incarnation (fails with sandbox_gone if destroyed). Does not wake it.
   void sandbox_info(std::string name, std::uint64_t id, callback<actors::sandbox_info> done);
+
+  /// Changes sleep_after / keep_alive (journaled).
+  void configure(std::string name, std::uint64_t id, sandbox_settings settings, callback<actors::sandbox_info> done);
+
+  /// Hibernates now (fails with busy while a command runs).
+  void hibernate(std::string name, std::uint64_t id, callback<actors::sandbox_info> done);
 
   /// Validates and journals an exec, starting the sandbox if needed; returns the ticket.
   void begin_exec(std::string name, std::uint64_t id, exec_request request,
@@ -60,6 +68,23 @@ class core {
   /// Journals how an exec ended. Value: true when recorded.
   void end_exec(std::string name, std::uint64_t id, std::uint64_t exec_id, exec_outcome outcome,
                 callback<bool> done);
+
+  /// A sandbox's journal from `from_seq`, at most `limit` entries (0: 10000), and its last seq.
+  struct journal_page {
+    std::vector<journal_entry> entries;
+    std::uint64_t last_seq = 0;
+  };
+  void read_journal(std::string name, std::uint64_t from_seq, std::uint32_t limit, callback<journal_page> done);
+
+  /// The sandbox's state replayed up to event `at_seq` (0: all), as JSON.
+  void journal_state(std::string name, std::uint64_t at_seq, callback<std::string> done);
+
+  /// Replays every journal; value: streams checked and one line per problem.
+  struct check_report {
+    std::uint32_t checked = 0;
+    std::vector<std::string> problems;
+  };
+  void check_journals(callback<check_report> done);
 
   /// Refuses new work and stops every running sandbox; `done` runs when all are stopped.
   void shutdown(std::function<void()> done);

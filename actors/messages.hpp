@@ -28,6 +28,12 @@ using wr_synced_atom = caf::atom_constant<caf::atom("wr_synced")>;
 using wr_started_atom = caf::atom_constant<caf::atom("wr_rtup")>;
 using wr_exited_atom = caf::atom_constant<caf::atom("wr_rtexit")>;
 using wr_stopped_atom = caf::atom_constant<caf::atom("wr_rtstop")>;
+using wr_idle_atom = caf::atom_constant<caf::atom("wr_idle")>;
+using wr_sleep_atom = caf::atom_constant<caf::atom("wr_sleep")>;
+using wr_config_atom = caf::atom_constant<caf::atom("wr_config")>;
+using wr_wakeall_atom = caf::atom_constant<caf::atom("wr_wakeall")>;
+using wr_journal_atom = caf::atom_constant<caf::atom("wr_journal")>;
+using wr_lookup_atom = caf::atom_constant<caf::atom("wr_lookup")>;
 
 /// CAF error category of warren::errc.
 using wr_error_atom = caf::atom_constant<caf::atom("warren")>;
@@ -43,7 +49,12 @@ error from_caf(const caf::error& e);
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_info& x) {
   return f(caf::meta::type_name("sandbox_info"), x.name, x.id, x.status, x.created_at_ms,
-           x.last_activity_ms);
+           x.last_activity_ms, x.sleep_after_ms, x.keep_alive);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_settings& x) {
+  return f(caf::meta::type_name("sandbox_settings"), x.sleep_after_ms, x.keep_alive);
 }
 
 template <class Inspector>

@@ -3,10 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "actors/core.hpp"
 #include "actors/messages.hpp"
 #include "actors/sandbox_actor.hpp"
+#include "actors/sandbox_logic.hpp"
 #include "storage/journal.hpp"
 #include "storage/layout.hpp"
 #include "wire/names.hpp"
@@ -21,12 +23,12 @@ struct registry_state {
   sandbox_runtime* runtime = nullptr;        // Borrowed.
   core_options options;
 
-  std::unordered_map<std::string, caf::actor> actors;  // Loaded sandboxes.
-  std::unordered_map<std::uint64_t, sandbox_info> infos;  // Last status of loaded ones.
+  std::unordered_map<std::string, caf::actor> actors;  // Loaded sandboxes only.
   input_gate gate;
   write_tracker writes;
   bool shutting_down = false;
   std::unordered_map<std::uint64_t, std::function<void()>> pending_stops;  // By sandbox id.
+  std::unordered_set<std::string> destroying;  // Names whose destroy is in progress.
 
   static inline const char* name = "warren.registry";
 };
@@ -38,19 +40,16 @@ std::chrono::milliseconds request_timeout(const registry_state& s) {
 }
 
 std::chrono::milliseconds start_timeout(const registry_state& s) {
-  return std::chrono::milliseconds(s.options.request_timeout_ms + s.options.start_timeout_ms);
-}
-
-sandbox_spec spec_for(const registry_state& s, const std::string& name, std::uint64_t id) {
-  return sandbox_spec{id, name, s.layout->sandbox_dir(id), s.layout->base_dir()};
+  // A wake may journal, then start the init.
+  return std::chrono::milliseconds(2 * s.options.request_timeout_ms + s.options.start_timeout_ms);
 }
 
 caf::actor ensure_actor(registry_actor* self, const std::string& name, std::uint64_t id) {
   auto& s = self->state;
   auto it = s.actors.find(name);
   if (it != s.actors.end()) return it->second;
-  auto a = spawn_sandbox(self->system(), spec_for(s, name, id), *s.journal, *s.runtime, s.options,
-                         caf::actor_cast<caf::actor>(self));
+  sandbox_spec spec{id, name, s.layout->sandbox_dir(id), s.layout->base_dir()};
+  auto a = spawn_sandbox(self->system(), spec, *s.journal, *s.runtime, s.options, caf::actor_cast<caf::actor>(self));
   // Linked: the registry traps the exit of a sandbox actor (and forgets it); when the
   // registry itself exits, its sandbox actors exit with it.
   self->link_to(a);
@@ -59,7 +58,7 @@ caf::actor ensure_actor(registry_actor* self, const std::string& name, std::uint
 }
 
 // Journals registry events (plus changes of other streams) in one synced batch and applies
-// the registry events once durable. The gate stays closed until `then` has run.
+// the registry events once durable. The gate stays held until `then` has run.
 void write(registry_actor* self, std::vector<wire::event> events, storage::journal_batch batch,
            std::function<void(const error&)> then) {
   auto& s = self->state;
@@ -83,50 +82,105 @@ void write(registry_actor* self, std::vector<wire::event> events, storage::journ
   s.journal->append(std::move(batch), std::move(done));
 }
 
-sandbox_info stored_info(const registry_state& s, const std::string& name, const registry_entry& e) {
-  auto it = s.infos.find(e.id);
-  if (it != s.infos.end()) return it->second;
-  return sandbox_info{name, e.id, sandbox_status::stopped, e.created_at_ms, e.created_at_ms};
+sandbox_info info_of(const std::string& name, const registry_entry& e) {
+  auto status = e.needs_repair ? sandbox_status::needs_repair
+                : e.hibernated ? sandbox_status::hibernated
+                               : static_cast<sandbox_status>(e.status);
+  return sandbox_info{name, e.id, status, e.created_at_ms, e.last_activity_ms, e.sleep_after_ms, e.keep_alive};
 }
 
-// Finds the incarnation a capability points at, or answers sandbox_gone.
-const registry_entry* find_incarnation(const registry_state& s, const std::string& name,
-                                       std::uint64_t id) {
+// The entry a capability points at (name and incarnation), or nullptr.
+registry_entry* find_incarnation(registry_state& s, const std::string& name, std::uint64_t id) {
   auto it = s.rec.names.find(name);
   if (it == s.rec.names.end() || it->second.id != id) return nullptr;
   return &it->second;
 }
 
 error gone(const std::string& name) {
-  return make_error(errc::sandbox_gone, "sandbox " + name +
-                                            " was destroyed; get it again by name to use a new one");
+  return make_error(errc::sandbox_gone, "sandbox " + name + " was destroyed; get it again by name to use a new one");
 }
 
 error stopping() { return make_error(errc::shutting_down, "the daemon is shutting down"); }
 
-void start_and_deliver(registry_actor* self, caf::actor a, caf::response_promise rp) {
-  self->request(a, start_timeout(self->state), wr_start_atom::value)
-      .then([=](sandbox_info& info) mutable { rp.deliver(std::move(info)); },
-            [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+error repair(const std::string& name) {
+  return make_error(errc::needs_repair, "the journal of sandbox " + name +
+                                            " does not replay; it is left untouched for repair (see `warren journal "
+                                            "--check`), or destroy it with `warren rm " + name + "`");
 }
 
-void handle_get(registry_actor* self, const std::string& name, bool create, caf::response_promise rp) {
+// Sends `msg` to the sandbox's actor and delivers the reply. If the actor went away before
+// answering (it hibernated and stopped), the call is retried once on a fresh actor.
+template <class T>
+void forward(registry_actor* self, const std::string& name, std::uint64_t id, caf::message msg,
+             caf::response_promise rp, std::chrono::milliseconds timeout, int retries = 2) {
+  auto& s = self->state;
+  if (s.shutting_down) return (void)rp.deliver(to_caf(stopping()));
+  auto* e = find_incarnation(s, name, id);
+  if (!e) return (void)rp.deliver(to_caf(gone(name)));
+  if (e->needs_repair) return (void)rp.deliver(to_caf(repair(name)));
+  auto a = ensure_actor(self, name, id);
+  self->request(a, timeout, msg).then(
+      [=](T& value) mutable { rp.deliver(std::move(value)); },
+      [=](caf::error& err) mutable {
+        bool actor_gone = err == caf::sec::request_receiver_down ||
+                          (err.category() == wr_error_atom::value &&
+                           static_cast<errc>(err.code()) == errc::unavailable && !self->state.shutting_down);
+        if (actor_gone && retries > 0) {
+          auto it = self->state.actors.find(name);
+          if (it != self->state.actors.end() && it->second == a) {
+            self->unlink_from(a);
+            self->state.actors.erase(it);
+          }
+          // Through the gate: a destroy in progress finishes first (then the retry finds
+          // the sandbox gone instead of starting it again).
+          self->state.gate.run([=]() mutable { forward<T>(self, name, id, msg, rp, timeout, retries - 1); });
+          return;
+        }
+        rp.deliver(std::move(err));
+      });
+}
+
+void handle_get(registry_actor* self, const std::string& name, bool create, const sandbox_settings& settings,
+                caf::response_promise rp) {
   auto& s = self->state;
   if (s.shutting_down) return (void)rp.deliver(to_caf(stopping()));
   if (auto e = wire::validate_sandbox_name(name)) return (void)rp.deliver(to_caf(e));
   auto it = s.rec.names.find(name);
-  if (it != s.rec.names.end()) return (void)start_and_deliver(self, ensure_actor(self, name, it->second.id), rp);
+  if (it != s.rec.names.end())
+    return forward<sandbox_info>(self, name, it->second.id, caf::make_message(wr_start_atom::value), rp,
+                                 start_timeout(s));
   if (!create) return (void)rp.deliver(to_caf(make_error(errc::not_found, "no sandbox is called " + name)));
+  if (auto e = validate_config({settings.sleep_after_ms, settings.keep_alive})) return (void)rp.deliver(to_caf(e));
   auto id = s.rec.next_id;
   wire::sandbox_created created{name, id};
-  // The sandbox's own stream starts with the same fact, in the same atomic batch.
+  wire::sandbox_configured configured{settings.sleep_after_ms, settings.keep_alive, name, id};
+  // The sandbox's own stream starts with the same facts, in the same atomic batch.
+  auto at = now_ms();
   storage::journal_batch batch;
-  batch.appends.push_back(
-      {id, 1, {wire::encode_envelope(wire::envelope{1, now_ms(), false, created})}});
-  write(self, {created}, std::move(batch), [=](const error& e) mutable {
+  batch.appends.push_back({id,
+                           1,
+                           {wire::encode_envelope(wire::envelope{1, at, false, created}),
+                            wire::encode_envelope(wire::envelope{2, at, false, configured})}});
+  write(self, {created, configured}, std::move(batch), [=](const error& e) mutable {
     if (e) return (void)rp.deliver(to_caf(e));
     spdlog::info("event=sandbox_created sandbox={} id={}", name, id);
-    start_and_deliver(self, ensure_actor(self, name, id), rp);
+    forward<sandbox_info>(self, name, id, caf::make_message(wr_start_atom::value), rp, start_timeout(self->state));
+  });
+}
+
+// A sandbox actor's event that the registry records too (hibernated, woke, configured): both
+// streams in one batch.
+void handle_journal(registry_actor* self, const std::string& name, std::uint64_t id, const std::string& bytes,
+                    caf::response_promise rp) {
+  auto& s = self->state;
+  if (!find_incarnation(s, name, id)) return (void)rp.deliver(to_caf(gone(name)));
+  auto d = wire::decode_envelope(bytes);
+  if (!d.value) return (void)rp.deliver(to_caf(make_error(errc::internal, "undecodable event from sandbox " + name)));
+  storage::journal_batch batch;
+  batch.appends.push_back({id, d.value->seq, {bytes}});
+  write(self, {d.value->body}, std::move(batch), [rp](const error& e) mutable {
+    if (e) rp.deliver(to_caf(e));
+    else rp.deliver(true);
   });
 }
 
@@ -138,33 +192,31 @@ void handle_destroy(registry_actor* self, const std::string& name, caf::response
   if (it == s.rec.names.end()) return (void)rp.deliver(false);
   auto id = it->second.id;
   s.gate.hold();  // Nothing else touches the registry until the destroy is durable.
+  s.destroying.insert(name);
 
   auto erase = [=]() mutable {
     storage::journal_batch batch;
     batch.erase_streams.push_back(id);
     write(self, {wire::sandbox_destroyed{name, id}}, std::move(batch), [=](const error& e) mutable {
+      self->state.destroying.erase(name);
       self->state.gate.release();  // The destroy's own hold; write() releases its hold next.
       if (e) return (void)rp.deliver(to_caf(e));
       auto& st = self->state;
-      st.infos.erase(id);
       spdlog::info("event=sandbox_destroyed sandbox={} id={}", name, id);
       // Files go after the journal says the sandbox is gone: a crash in between leaves an
       // orphan directory that start-up garbage collection removes, never a sandbox without files.
       auto dir = st.layout->sandbox_dir(id);
-      auto remover = self->system().spawn<caf::detached>([dir](caf::event_based_actor* worker) {
+      auto remover = self->system().spawn<caf::detached>([dir](caf::event_based_actor*) {
         auto e = storage::remove_tree(dir);
         if (e) spdlog::warn("event=sandbox_files_left dir={} reason=\"{}\"", dir, e.message);
         return caf::behavior{[](wr_destroy_atom) { return true; }};
       });
+      auto finish = [=]() mutable {
+        self->send_exit(remover, caf::exit_reason::user_shutdown);
+        rp.deliver(true);
+      };
       self->request(remover, request_timeout(st) * 10, wr_destroy_atom::value)
-          .then([=](bool) mutable {
-                  self->send_exit(remover, caf::exit_reason::user_shutdown);
-                  rp.deliver(true);
-                },
-                [=](caf::error& err) mutable {
-                  self->send_exit(remover, caf::exit_reason::user_shutdown);
-                  rp.deliver(true);
-                });
+          .then([=](bool) mutable { finish(); }, [=](caf::error&) mutable { finish(); });
     });
   };
 
@@ -201,6 +253,23 @@ void handle_shutdown(registry_actor* self, caf::response_promise rp) {
   s.actors.clear();
 }
 
+// After a daemon start: every sandbox that was awake when the daemon stopped comes back.
+void wake_all(registry_actor* self) {
+  auto& s = self->state;
+  std::size_t n = 0;
+  for (auto& [name, e] : s.rec.names) {
+    if (e.hibernated || e.needs_repair) continue;
+    ++n;
+    auto a = ensure_actor(self, name, e.id);
+    self->request(a, start_timeout(s), wr_start_atom::value)
+        .then([](sandbox_info&) {},
+              [name = name](caf::error& err) {
+                spdlog::warn("event=restart_wake_failed sandbox={} reason=\"{}\"", name, from_caf(err).message);
+              });
+  }
+  if (n > 0) spdlog::info("event=waking_running_sandboxes count={}", n);
+}
+
 // Runs `f` through the gate with a response promise of type T.
 template <class T, class F>
 caf::result<T> gated(registry_actor* self, F f) {
@@ -213,23 +282,32 @@ caf::behavior registry_behavior(registry_actor* self) {
   self->set_exit_handler([=](caf::exit_msg& msg) {
     auto& s = self->state;
     for (auto it = s.actors.begin(); it != s.actors.end(); ++it) {
-      if (it->second.address() == msg.source) {
-        if (msg.reason) spdlog::warn("event=sandbox_actor_died sandbox={} reason=\"{}\"", it->first, caf::to_string(msg.reason));
-        s.actors.erase(it);
-        return;
+      if (it->second.address() != msg.source) continue;
+      auto name = it->first;
+      s.actors.erase(it);
+      if (msg.reason) {
+        spdlog::warn("event=sandbox_actor_died sandbox={} reason=\"{}\"", name, caf::to_string(msg.reason));
       }
+      return;
     }
     // Not one of ours: an exit for the registry itself.
     self->quit(msg.reason);
   });
+  self->send(self, wr_wakeall_atom::value);
   return {
       [=](wr_synced_atom, std::uint64_t ticket, std::uint8_t code, std::string& msg) {
         self->state.writes.complete(ticket, code, std::move(msg));
       },
+      [=](wr_wakeall_atom) { wake_all(self); },
       [=](wr_status_atom, sandbox_info& info) {
-        auto& s = self->state;
-        auto it = s.rec.names.find(info.name);
-        if (it != s.rec.names.end() && it->second.id == info.id) s.infos[info.id] = std::move(info);
+        auto* e = find_incarnation(self->state, info.name, info.id);
+        if (!e) return;
+        if (info.status == sandbox_status::needs_repair) {
+          e->needs_repair = true;
+          spdlog::error("event=sandbox_needs_repair sandbox={}", info.name);
+        }
+        e->status = static_cast<std::uint8_t>(info.status);
+        e->last_activity_ms = info.last_activity_ms;
       },
       [=](wr_stop_atom, std::uint64_t id) {
         auto& s = self->state;
@@ -239,46 +317,65 @@ caf::behavior registry_behavior(registry_actor* self) {
         s.pending_stops.erase(it);
         f();
       },
-      [=](wr_get_atom, std::string& name, bool create) {
-        return gated<sandbox_info>(self, [=](caf::response_promise rp) { handle_get(self, name, create, rp); });
+      [=](wr_get_atom, std::string& name, bool create, sandbox_settings& settings) {
+        return gated<sandbox_info>(self, [=](caf::response_promise rp) { handle_get(self, name, create, settings, rp); });
+      },
+      [=](wr_lookup_atom, std::string& name) -> caf::result<std::uint64_t> {
+        if (auto e = wire::validate_sandbox_name(name)) return to_caf(e);
+        auto it = self->state.rec.names.find(name);
+        if (it == self->state.rec.names.end()) return to_caf(make_error(errc::not_found, "no sandbox is called " + name));
+        return it->second.id;
       },
       [=](wr_list_atom) -> std::vector<sandbox_info> {
         auto& s = self->state;
         std::vector<sandbox_info> out;
         out.reserve(s.rec.names.size());
-        for (auto& [name, e] : s.rec.names) out.push_back(stored_info(s, name, e));
+        for (auto& [name, e] : s.rec.names) out.push_back(info_of(name, e));
         std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.name < b.name; });
         return out;
       },
       [=](wr_destroy_atom, std::string& name) {
         return gated<bool>(self, [=](caf::response_promise rp) { handle_destroy(self, name, rp); });
       },
+      [=](wr_journal_atom, std::string& name, std::uint64_t id, std::string& bytes) -> caf::result<bool> {
+        // Not behind the gate when its sandbox is being destroyed: the destroy waits for that
+        // sandbox's actor, which waits for this answer.
+        if (self->state.destroying.count(name)) return to_caf(gone(name));
+        return gated<bool>(self, [=](caf::response_promise rp) { handle_journal(self, name, id, bytes, rp); });
+      },
       [=](wr_info_atom, std::string& name, std::uint64_t id) {
-        return gated<sandbox_info>(self, [=](caf::response_promise rp) mutable {
-          auto& s = self->state;
-          auto* e = find_incarnation(s, name, id);
+        return gated<sandbox_info>(self, [=](caf::response_promise rp) {
+          auto* e = find_incarnation(self->state, name, id);
           if (!e) return (void)rp.deliver(to_caf(gone(name)));
-          rp.deliver(stored_info(s, name, *e));
+          // A sleeping sandbox is described, not woken.
+          if (e->hibernated || e->needs_repair) return (void)rp.deliver(info_of(name, *e));
+          forward<sandbox_info>(self, name, id, caf::make_message(wr_info_atom::value), rp, request_timeout(self->state));
+        });
+      },
+      [=](wr_sleep_atom, std::string& name, std::uint64_t id) {
+        return gated<sandbox_info>(self, [=](caf::response_promise rp) {
+          auto* e = find_incarnation(self->state, name, id);
+          if (e && e->hibernated && !self->state.actors.count(name)) return (void)rp.deliver(info_of(name, *e));
+          forward<sandbox_info>(self, name, id, caf::make_message(wr_sleep_atom::value), rp, start_timeout(self->state));
+        });
+      },
+      [=](wr_config_atom, std::string& name, std::uint64_t id, sandbox_settings& settings) {
+        return gated<sandbox_info>(self, [=](caf::response_promise rp) {
+          forward<sandbox_info>(self, name, id, caf::make_message(wr_config_atom::value, settings), rp,
+                                start_timeout(self->state));
         });
       },
       [=](wr_exec_atom, std::string& name, std::uint64_t id, exec_request& req) {
-        return gated<exec_ticket>(self, [=](caf::response_promise rp) mutable {
-          auto& s = self->state;
-          if (s.shutting_down) return (void)rp.deliver(to_caf(stopping()));
-          if (!find_incarnation(s, name, id)) return (void)rp.deliver(to_caf(gone(name)));
-          self->request(ensure_actor(self, name, id), start_timeout(s), wr_exec_atom::value, req)
-              .then([=](exec_ticket& t) mutable { rp.deliver(std::move(t)); },
-                    [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        return gated<exec_ticket>(self, [=](caf::response_promise rp) {
+          forward<exec_ticket>(self, name, id, caf::make_message(wr_exec_atom::value, req), rp, start_timeout(self->state));
         });
       },
       [=](wr_ended_atom, std::string& name, std::uint64_t id, std::uint64_t exec_id, exec_outcome& o) {
-        return gated<bool>(self, [=](caf::response_promise rp) mutable {
-          auto& s = self->state;
+        return gated<bool>(self, [=](caf::response_promise rp) {
           // After a destroy there is nothing to record the end in: not an error.
-          if (!find_incarnation(s, name, id)) return (void)rp.deliver(false);
-          self->request(ensure_actor(self, name, id), request_timeout(s), wr_ended_atom::value, exec_id, o)
-              .then([=](bool ok) mutable { rp.deliver(ok); },
-                    [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+          if (!find_incarnation(self->state, name, id)) return (void)rp.deliver(false);
+          forward<bool>(self, name, id, caf::make_message(wr_ended_atom::value, exec_id, o), rp,
+                        request_timeout(self->state));
         });
       },
       [=](wr_down_atom) {
@@ -289,11 +386,9 @@ caf::behavior registry_behavior(registry_actor* self) {
 
 }  // namespace
 
-caf::actor spawn_registry(caf::actor_system& system, registry_record replayed,
-                          storage::journal& journal, const storage::layout& layout,
-                          sandbox_runtime& runtime, const core_options& options) {
-  return system.spawn([replayed = std::move(replayed), &journal, &layout, &runtime,
-                       options](registry_actor* self) mutable {
+caf::actor spawn_registry(caf::actor_system& system, registry_record replayed, storage::journal& journal,
+                          const storage::layout& layout, sandbox_runtime& runtime, const core_options& options) {
+  return system.spawn([replayed = std::move(replayed), &journal, &layout, &runtime, options](registry_actor* self) mutable {
     auto& s = self->state;
     s.rec = std::move(replayed);
     s.journal = &journal;

@@ -3,13 +3,19 @@
 // cost a small map entry and no actor.
 //
 // Protocol:
-//   (wr_get, name, bool create)               -> sandbox_info   get-or-create, running
+//   (wr_get, name, bool create, sandbox_settings) -> sandbox_info   get-or-create, running
 //   (wr_list)                                 -> std::vector<sandbox_info>
 //   (wr_destroy, name)                        -> bool           existed
-//   (wr_info, name, id)                       -> sandbox_info
-//   (wr_exec, name, id, exec_request)         -> exec_ticket
-//   (wr_ended, name, id, exec_id, outcome)    -> bool
+//   (wr_info | wr_sleep, name, id)            -> sandbox_info   forwarded to the sandbox actor
+//   (wr_config, name, id, sandbox_settings)   -> sandbox_info   forwarded
+//   (wr_exec, name, id, exec_request)         -> exec_ticket    forwarded
+//   (wr_ended, name, id, exec_id, outcome)    -> bool           forwarded
+//   (wr_journal, name, id, bytes)             -> bool           from a sandbox actor: journal its
+//                                                               event in both streams
+//   (wr_wakeall)                              -> (none)         start sandboxes that were running
 //   (wr_shut)                                 -> bool           stop every sandbox
+// Forwarded calls are retried once on a fresh actor when the old one stopped meanwhile (it
+// hibernated), so a caller never sees the hand-over.
 #pragma once
 
 #include <caf/fwd.hpp>

@@ -7,12 +7,27 @@ namespace warren::actors {
 void apply(registry_record& rec, const wire::envelope& e) {
   rec.last_seq = e.seq;
   if (auto* c = std::get_if<wire::sandbox_created>(&e.body)) {
-    rec.names[c->name] = registry_entry{c->sandbox_id, e.at_ms};
+    registry_entry entry;
+    entry.id = c->sandbox_id;
+    entry.created_at_ms = entry.last_activity_ms = e.at_ms;
+    rec.names[c->name] = entry;
     rec.next_id = std::max(rec.next_id, c->sandbox_id + 1);
   } else if (auto* d = std::get_if<wire::sandbox_destroyed>(&e.body)) {
     auto it = rec.names.find(d->name);
     if (it != rec.names.end() && it->second.id == d->sandbox_id) rec.names.erase(it);
     rec.next_id = std::max(rec.next_id, d->sandbox_id + 1);
+  } else if (auto* h = std::get_if<wire::sandbox_hibernated>(&e.body)) {
+    auto it = rec.names.find(h->name);
+    if (it != rec.names.end() && it->second.id == h->sandbox_id) it->second.hibernated = true;
+  } else if (auto* w = std::get_if<wire::sandbox_woke>(&e.body)) {
+    auto it = rec.names.find(w->name);
+    if (it != rec.names.end() && it->second.id == w->sandbox_id) it->second.hibernated = false;
+  } else if (auto* k = std::get_if<wire::sandbox_configured>(&e.body)) {
+    auto it = rec.names.find(k->name);
+    if (it != rec.names.end() && it->second.id == k->sandbox_id) {
+      it->second.sleep_after_ms = k->sleep_after_ms;
+      it->second.keep_alive = k->keep_alive;
+    }
   }
 }
 

@@ -15,8 +15,16 @@ inline constexpr std::uint64_t registry_stream = 0;
 /// What the registry remembers of a sandbox that is not running: a few dozen bytes, no
 /// actor. (100,000 known sandboxes cost a few MB.)
 struct registry_entry {
+  // Durable (from the registry stream):
   std::uint64_t id = 0;
   std::uint64_t created_at_ms = 0;
+  std::uint64_t sleep_after_ms = 0;
+  bool keep_alive = false;
+  bool hibernated = false;  ///< Asleep; otherwise it was running and is woken at start-up.
+  // Runtime only (not persisted):
+  bool needs_repair = false;  ///< Its journal did not replay when its actor loaded.
+  std::uint8_t status = 0;    ///< actors::sandbox_status while loaded.
+  std::uint64_t last_activity_ms = 0;
 };
 
 struct registry_record {

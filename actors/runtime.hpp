@@ -33,6 +33,10 @@ class sandbox_runtime {
   /// `stopped` once, from any thread, when nothing of it runs any more. Stopping a sandbox
   /// that does not run calls `stopped` at once.
   virtual void stop(std::uint64_t sandbox_id, std::function<void()> stopped) = 0;
+
+  /// CPU time used by the sandbox's processes so far, in microseconds (from its cgroup); 0 when
+  /// unknown. Thread-safe; a small blocking file read.
+  virtual std::uint64_t cpu_usage_us(std::uint64_t sandbox_id) = 0;
 };
 
 }  // namespace warren::actors

@@ -22,41 +22,47 @@ struct sandbox_state {
   std::uint64_t generation = 0;  // Incremented per runtime start; stale callbacks ignored.
   std::uint64_t last_activity_ms = 0;
   input_gate gate;
-
   write_tracker writes;
   std::function<void(const error&)> on_started;
   std::function<void()> on_stopped;
   bool retired = false;  // Stopped for good (destroy or daemon shutdown); refuses all work.
+
+  // Idle detection: one timer at a time (delayed_send cannot be cancelled).
+  bool idle_timer_armed = false;
+  std::uint64_t cpu_seen_us = 0;
 
   static inline const char* name = "warren.sandbox";
 };
 
 using sandbox_actor = caf::stateful_actor<sandbox_state>;
 
+std::chrono::milliseconds request_timeout(const sandbox_state& s) {
+  return std::chrono::milliseconds(s.options.request_timeout_ms);
+}
+
 sandbox_info make_info(const sandbox_state& s) {
-  return sandbox_info{s.rec.name, s.rec.id, s.status, s.rec.created_at_ms, s.last_activity_ms};
+  return sandbox_info{s.rec.name,          s.rec.id, s.status, s.rec.created_at_ms, s.last_activity_ms,
+                      s.rec.config.sleep_after_ms, s.rec.config.keep_alive};
 }
 
 void publish(sandbox_actor* self) {
   self->send(self->state.registry, wr_status_atom::value, make_info(self->state));
 }
 
-// Journals `events` in one synced batch, applies them, then continues with `then`.
-// Closes the input gate for the duration; `then` runs with the gate still closed and the
-// gate reopens after it.
-void write(sandbox_actor* self, std::vector<wire::event> events,
-           std::function<void(const error&)> then) {
+wire::envelope next_envelope(const sandbox_record& rec, std::uint64_t offset, wire::event ev) {
+  return wire::envelope{rec.last_seq + 1 + offset, now_ms(), false, std::move(ev)};
+}
+
+// Journals `events` in one synced batch, applies them, then continues with `then`. Holds the
+// input gate until `then` has run.
+void write(sandbox_actor* self, std::vector<wire::event> events, std::function<void(const error&)> then) {
   auto& st = self->state;
   if (st.retired) return then(make_error(errc::unavailable, "the sandbox is stopping; retry"));
-  storage::stream_append app;
-  app.stream = st.rec.id;
-  app.first_seq = st.rec.last_seq + 1;
+  storage::stream_append app{st.rec.id, st.rec.last_seq + 1, {}};
   std::vector<wire::envelope> envs;
-  auto at = now_ms();
   for (auto& ev : events) {
-    wire::envelope e{app.first_seq + envs.size(), at, false, std::move(ev)};
-    app.records.push_back(wire::encode_envelope(e));
-    envs.push_back(std::move(e));
+    envs.push_back(next_envelope(st.rec, envs.size(), std::move(ev)));
+    app.records.push_back(wire::encode_envelope(envs.back()));
   }
   st.gate.hold();
   auto done = st.writes.track(caf::actor_cast<caf::actor>(self),
@@ -71,12 +77,53 @@ void write(sandbox_actor* self, std::vector<wire::event> events,
   st.journal->append(std::move(batch), std::move(done));
 }
 
-// Starts the runtime if it is not running, then runs `then` (with the gate closed while the
-// init starts).
+// Journals an event that the registry records too (hibernated, woke): the registry writes
+// both streams in one batch, so the two can never disagree. Holds the gate meanwhile.
+void write_with_registry(sandbox_actor* self, wire::event ev, std::function<void(const error&)> then) {
+  auto& st = self->state;
+  auto env = next_envelope(st.rec, 0, std::move(ev));
+  auto bytes = wire::encode_envelope(env);
+  st.gate.hold();
+  auto finish = [self, env, then = std::move(then)](const error& e) {
+    if (!e) apply(self->state.rec, env);
+    then(e);
+    self->state.gate.release();
+  };
+  self->request(st.registry, request_timeout(st), wr_journal_atom::value, st.rec.name, st.rec.id, bytes)
+      .then([finish](bool) mutable { finish({}); }, [finish](caf::error& e) mutable { finish(from_caf(e)); });
+}
+
+void touch(sandbox_actor* self) { self->state.last_activity_ms = now_ms(); }
+
+void arm_idle_timer(sandbox_actor* self) {
+  auto& st = self->state;
+  if (st.idle_timer_armed || st.status != sandbox_status::running || st.rec.config.keep_alive) return;
+  auto now = now_ms();
+  auto deadline = idle_deadline_ms(st.rec, st.last_activity_ms);
+  st.idle_timer_armed = true;
+  st.cpu_seen_us = st.runtime->cpu_usage_us(st.rec.id);
+  self->delayed_send(self, std::chrono::milliseconds(deadline > now ? deadline - now : 0), wr_idle_atom::value);
+}
+
+void hibernate(sandbox_actor* self, const std::string& reason, std::function<void(const error&)> then);
+
+// Starts the runtime if it is not running (waking the sandbox if it sleeps), then runs
+// `then`. Holds the gate while the init starts.
 void ensure_running(sandbox_actor* self, std::function<void(const error&)> then) {
   auto& st = self->state;
   if (st.retired) return then(make_error(errc::unavailable, "the sandbox is stopping; retry"));
   if (st.status == sandbox_status::running) return then({});
+  if (st.rec.hibernated) {
+    // Waking is journaled first: after a crash the sandbox is known to be awake and is
+    // brought back with the daemon.
+    return write_with_registry(self, wire::sandbox_woke{st.rec.id, st.rec.name},
+                               [self, then = std::move(then)](const error& e) {
+                                 if (e) return then(e);
+                                 spdlog::info("event=sandbox_woke sandbox={} id={}", self->state.rec.name,
+                                              self->state.rec.id);
+                                 ensure_running(self, then);
+                               });
+  }
   st.status = sandbox_status::starting;
   auto gen = ++st.generation;
   st.gate.hold();
@@ -92,29 +139,91 @@ void ensure_running(sandbox_actor* self, std::function<void(const error&)> then)
       },
       [me, gen](const std::string& why) { caf::anon_send(me, wr_exited_atom::value, gen, why); });
   // A runtime that never answers must not wedge the sandbox.
-  self->delayed_send(self, std::chrono::milliseconds(st.options.start_timeout_ms),
-                     wr_started_atom::value, gen, static_cast<std::uint8_t>(errc::start_failed),
+  self->delayed_send(self, std::chrono::milliseconds(st.options.start_timeout_ms), wr_started_atom::value, gen,
+                     static_cast<std::uint8_t>(errc::start_failed),
                      std::string("the sandbox's init did not come up in time"));
+}
+
+// Stops the runtime; `then` runs once nothing of the sandbox runs any more. Holds the gate.
+void stop_runtime(sandbox_actor* self, std::function<void()> then) {
+  auto& s = self->state;
+  s.gate.hold();
+  ++s.generation;  // Late callbacks of the old init are now stale.
+  s.on_started = nullptr;
+  s.on_stopped = [self, then = std::move(then)]() {
+    self->state.status = sandbox_status::stopped;
+    then();
+    self->state.gate.release();
+  };
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  s.runtime->stop(s.rec.id, [me] { caf::anon_send(me, wr_stopped_atom::value); });
+}
+
+void hibernate(sandbox_actor* self, const std::string& reason, std::function<void(const error&)> then) {
+  auto& st = self->state;
+  if (st.retired) return then(make_error(errc::unavailable, "the sandbox is stopping"));
+  if (st.rec.hibernated) return then({});
+  if (!st.rec.open_execs.empty())
+    return then(make_error(errc::busy, "a command is running in sandbox " + st.rec.name +
+                                           "; it can hibernate once its commands have finished"));
+  write_with_registry(self, wire::sandbox_hibernated{st.rec.id, reason, st.rec.name},
+                      [self, reason, then = std::move(then)](const error& e) {
+                        if (e) return then(e);
+                        stop_runtime(self, [self, reason, then] {
+                          auto& s = self->state;
+                          s.status = sandbox_status::hibernated;
+                          spdlog::info("event=sandbox_hibernated sandbox={} id={} reason={}", s.rec.name, s.rec.id,
+                                       reason);
+                          publish(self);
+                          then({});
+                          // Commands that queued meanwhile wake it again; if none did, the actor
+                          // goes away and the sandbox costs only its registry entry. (Messages
+                          // that arrive after this are retried by the registry on a new actor.)
+                          self->state.gate.run([self] {
+                            if (self->state.status == sandbox_status::hibernated) self->quit();
+                          });
+                        });
+                      });
+}
+
+// A sandbox whose journal does not replay: nothing runs, nothing is written, every request
+// gets the needs_repair error, and the registry is told. A stop (destroy, shutdown) ends it.
+caf::behavior broken_behavior(sandbox_actor* self, error why) {
+  self->state.status = sandbox_status::needs_repair;
+  publish(self);
+  auto reason = to_caf(why);
+  self->set_default_handler([reason](caf::scheduled_actor*, caf::message_view&) -> caf::result<caf::message> {
+    return reason;
+  });
+  return {
+      [=](wr_stop_atom) {
+        self->quit();
+        return true;
+      },
+  };
 }
 
 caf::behavior sandbox_behavior(sandbox_actor* self) {
   auto& st = self->state;
   // Replay. Blocking RocksDB reads on a worker thread, once per spawn; TODO(perf): state
-  // snapshots so that this reads only the tail (durable-sandboxes issue).
+  // snapshots so that this reads only the tail.
   for (auto& [seq, bytes] : st.journal->read(st.rec.id)) {
     auto d = wire::decode_envelope(bytes);
     if (d.skipped) {
       st.rec.last_seq = seq;
       continue;
     }
-    if (!d.value) {
-      spdlog::error("event=replay_failed sandbox={} seq={} reason=\"{}\"", st.spec.name, seq, d.error);
-      self->quit(to_caf(make_error(errc::internal, "journal of sandbox " + st.spec.name + " is unreadable")));
-      return {};
+    if (!d.value || d.value->seq != seq) {
+      auto why = d.value ? "its seq field says " + std::to_string(d.value->seq) : d.error;
+      spdlog::error("event=replay_failed sandbox={} seq={} reason=\"{}\"", st.spec.name, seq, why);
+      return broken_behavior(self, make_error(errc::needs_repair, "the journal of sandbox " + st.spec.name +
+                                                                      " does not replay at event " +
+                                                                      std::to_string(seq) + ": " + why));
     }
     apply(st.rec, *d.value);
   }
-  st.last_activity_ms = st.rec.created_at_ms;
+  st.last_activity_ms = now_ms();
+  st.status = st.rec.hibernated ? sandbox_status::hibernated : sandbox_status::stopped;
   if (!st.rec.open_execs.empty()) {
     std::vector<wire::event> events;
     for (auto& f : decide_recovery(st.rec)) events.emplace_back(std::move(f));
@@ -133,11 +242,11 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
         if (e) {
           s.status = sandbox_status::stopped;
           spdlog::warn("event=sandbox_start_failed sandbox={} reason=\"{}\"", s.spec.name, e.message);
-          // A half-started init (e.g. timed out) must not linger.
-          s.runtime->stop(s.rec.id, [] {});
+          s.runtime->stop(s.rec.id, [] {});  // A half-started init (e.g. timed out) must not linger.
         } else {
           s.status = sandbox_status::running;
           spdlog::info("event=sandbox_running sandbox={} id={}", s.spec.name, s.rec.id);
+          arm_idle_timer(self);
         }
         publish(self);
         auto f = std::exchange(s.on_started, nullptr);
@@ -154,10 +263,27 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
       [=](wr_stopped_atom) {
         if (auto f = std::exchange(self->state.on_stopped, nullptr)) f();
       },
+      [=](wr_idle_atom) {
+        auto& s = self->state;
+        s.idle_timer_armed = false;
+        if (s.status != sandbox_status::running || s.retired) return;
+        // CPU used since the timer was armed counts as activity: work in the background is
+        // never put to sleep.
+        auto cpu = s.runtime->cpu_usage_us(s.rec.id);
+        if (cpu > s.cpu_seen_us) touch(self);
+        if (!may_hibernate(s.rec, now_ms(), s.last_activity_ms)) return arm_idle_timer(self);
+        s.gate.run([self] {
+          // Re-check: a command may have run while this waited at the gate.
+          if (!may_hibernate(self->state.rec, now_ms(), self->state.last_activity_ms)) return arm_idle_timer(self);
+          hibernate(self, "idle", [self](const error& e) {
+            if (e) spdlog::warn("event=hibernate_failed sandbox={} reason=\"{}\"", self->state.rec.name, e.message);
+          });
+        });
+      },
       [=](wr_start_atom) -> caf::result<sandbox_info> {
         auto rp = self->make_response_promise<sandbox_info>();
         self->state.gate.run([=]() mutable {
-          self->state.last_activity_ms = now_ms();
+          touch(self);
           ensure_running(self, [=](const error& e) mutable {
             if (e) rp.deliver(to_caf(e));
             else rp.deliver(make_info(self->state));
@@ -166,18 +292,44 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
         return rp;
       },
       [=](wr_info_atom) { return make_info(self->state); },
+      [=](wr_config_atom, sandbox_settings& settings) -> caf::result<sandbox_info> {
+        auto rp = self->make_response_promise<sandbox_info>();
+        self->state.gate.run([=]() mutable {
+          sandbox_config c{settings.sleep_after_ms, settings.keep_alive};
+          if (auto e = validate_config(c)) return (void)rp.deliver(to_caf(e));
+          touch(self);
+          if (c == self->state.rec.config) return (void)rp.deliver(make_info(self->state));
+          write_with_registry(self, wire::sandbox_configured{c.sleep_after_ms, c.keep_alive, self->state.rec.name, self->state.rec.id},
+                              [=](const error& e) mutable {
+            if (e) return (void)rp.deliver(to_caf(e));
+            arm_idle_timer(self);
+            publish(self);
+            rp.deliver(make_info(self->state));
+          });
+        });
+        return rp;
+      },
+      [=](wr_sleep_atom) -> caf::result<sandbox_info> {
+        auto rp = self->make_response_promise<sandbox_info>();
+        self->state.gate.run([=]() mutable {
+          hibernate(self, "requested", [=](const error& e) mutable {
+            if (e) rp.deliver(to_caf(e));
+            else rp.deliver(make_info(self->state));
+          });
+        });
+        return rp;
+      },
       [=](wr_exec_atom, exec_request& req) -> caf::result<exec_ticket> {
         auto rp = self->make_response_promise<exec_ticket>();
         self->state.gate.run([=]() mutable {
           if (auto e = validate_exec(req)) return (void)rp.deliver(to_caf(e));
-          self->state.last_activity_ms = now_ms();
+          touch(self);
           ensure_running(self, [=](const error& e) mutable {
             if (e) return (void)rp.deliver(to_caf(e));
             auto d = decide_exec(self->state.rec, req);
             write(self, {wire::event{d.event}}, [=](const error& e) mutable {
               if (e) return (void)rp.deliver(to_caf(e));
               spdlog::debug("event=exec_started sandbox={} exec={}", self->state.spec.name, d.ticket.exec_id);
-              publish(self);
               rp.deliver(d.ticket);
             });
           });
@@ -188,11 +340,13 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
         auto rp = self->make_response_promise<bool>();
         self->state.gate.run([=]() mutable {
           if (!self->state.rec.open_execs.count(exec_id)) return (void)rp.deliver(false);
-          self->state.last_activity_ms = now_ms();
+          touch(self);
           write(self, {wire::event{decide_exec_end(exec_id, outcome)}}, [=](const error& e) mutable {
             if (e) return (void)rp.deliver(to_caf(e));
             spdlog::debug("event=exec_finished sandbox={} exec={} exit={} signal={}", self->state.spec.name,
                           exec_id, outcome.exit_code, outcome.signal);
+            arm_idle_timer(self);
+            publish(self);
             rp.deliver(true);
           });
         });
@@ -201,22 +355,15 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
       [=](wr_stop_atom) -> caf::result<bool> {
         auto rp = self->make_response_promise<bool>();
         self->state.gate.run([=]() mutable {
-          auto& s = self->state;
-          s.gate.hold();
-          ++s.generation;  // Late callbacks of the old init are now stale.
-          s.on_started = nullptr;
-          caf::actor me = caf::actor_cast<caf::actor>(self);
-          s.on_stopped = [=]() mutable {
-            self->state.status = sandbox_status::stopped;
-            spdlog::info("event=sandbox_stopped sandbox={} id={}", self->state.spec.name, self->state.rec.id);
-            self->state.retired = true;
+          stop_runtime(self, [=]() mutable {
+            auto& s = self->state;
+            spdlog::info("event=sandbox_stopped sandbox={} id={}", s.spec.name, s.rec.id);
+            s.retired = true;
             rp.deliver(true);
             // Commands that queued behind the stop now run and are refused (unavailable)
-            // because the actor is retired; callers retry through the registry.
-            self->state.gate.release();
+            // because the actor is retired; the registry retries them or answers for it.
             self->quit();
-          };
-          s.runtime->stop(s.rec.id, [me] { caf::anon_send(me, wr_stopped_atom::value); });
+          });
         });
         return rp;
       },
@@ -225,9 +372,8 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
 
 }  // namespace
 
-caf::actor spawn_sandbox(caf::actor_system& system, const sandbox_spec& spec,
-                         storage::journal& journal, sandbox_runtime& runtime,
-                         const core_options& options, const caf::actor& registry) {
+caf::actor spawn_sandbox(caf::actor_system& system, const sandbox_spec& spec, storage::journal& journal,
+                         sandbox_runtime& runtime, const core_options& options, const caf::actor& registry) {
   return system.spawn([spec, &journal, &runtime, options, registry](sandbox_actor* self) {
     auto& st = self->state;
     st.spec = spec;

@@ -32,6 +32,12 @@ void apply(sandbox_record& rec, const wire::envelope& e) {
                    rec.open_execs.insert(x.exec_id);
                  },
                  [&](const wire::exec_finished& x) { rec.open_execs.erase(x.exec_id); },
+                 [&](const wire::sandbox_hibernated&) {
+                   rec.hibernated = true;
+                   ++rec.hibernations;
+                 },
+                 [&](const wire::sandbox_woke&) { rec.hibernated = false; },
+                 [&](const wire::sandbox_configured& x) { rec.config = {x.sleep_after_ms, x.keep_alive}; },
              },
              e.body);
 }
@@ -122,6 +128,35 @@ wire::exec_finished decide_exec_end(std::uint64_t exec_id, const exec_outcome& o
   f.stderr_bytes = o.stderr_bytes;
   f.failed = o.failed;
   return f;
+}
+
+error validate_config(const sandbox_config& c) {
+  constexpr std::uint64_t min_ms = 1000, max_ms = 30ull * 24 * 3600 * 1000;
+  if (c.sleep_after_ms < min_ms || c.sleep_after_ms > max_ms)
+    return make_error(errc::invalid_argument, "sleep_after must be between 1 second and 30 days, got " +
+                                                  std::to_string(c.sleep_after_ms) + " ms");
+  return {};
+}
+
+bool may_hibernate(const sandbox_record& rec, std::uint64_t now_ms, std::uint64_t last_activity_ms) {
+  return !rec.config.keep_alive && rec.open_execs.empty() && now_ms >= idle_deadline_ms(rec, last_activity_ms);
+}
+
+std::uint64_t idle_deadline_ms(const sandbox_record& rec, std::uint64_t last_activity_ms) {
+  return last_activity_ms + rec.config.sleep_after_ms;
+}
+
+std::string record_json(const sandbox_record& rec) {
+  std::string open = "[";
+  for (auto id : rec.open_execs) open += (open.size() > 1 ? "," : "") + std::to_string(id);
+  open += "]";
+  return "{\"name\":\"" + rec.name + "\",\"id\":" + std::to_string(rec.id) + ",\"seq\":" +
+         std::to_string(rec.last_seq) + ",\"createdAtMs\":" + std::to_string(rec.created_at_ms) +
+         ",\"execCount\":" + std::to_string(rec.exec_count) + ",\"openExecs\":" + open +
+         ",\"sleepAfterMs\":" + std::to_string(rec.config.sleep_after_ms) +
+         ",\"keepAlive\":" + (rec.config.keep_alive ? "true" : "false") +
+         ",\"hibernated\":" + (rec.hibernated ? "true" : "false") +
+         ",\"hibernations\":" + std::to_string(rec.hibernations) + "}";
 }
 
 std::vector<wire::exec_finished> decide_recovery(const sandbox_record& rec) {

@@ -20,6 +20,16 @@ struct exec_limits {
   std::uint64_t max_timeout_ms = 7ull * 24 * 3600 * 1000;  ///< Default: 7 days.
 };
 
+/// Default idle time before a sandbox hibernates: 10 minutes.
+inline constexpr std::uint64_t default_sleep_after_ms = 10 * 60 * 1000;
+
+/// Lifecycle settings of a sandbox, journaled as sandbox_configured.
+struct sandbox_config {
+  std::uint64_t sleep_after_ms = default_sleep_after_ms;  ///< Default: 10 minutes.
+  bool keep_alive = false;                                ///< Default: false (hibernate when idle).
+  bool operator==(const sandbox_config&) const = default;
+};
+
 /// The durable state of one sandbox incarnation, rebuilt by replaying its stream.
 struct sandbox_record {
   std::string name;
@@ -28,6 +38,9 @@ struct sandbox_record {
   std::uint64_t created_at_ms = 0;
   std::uint64_t exec_count = 0;     ///< Execs started; also the last exec id.
   std::set<std::uint64_t> open_execs;  ///< Started and not yet finished.
+  sandbox_config config;
+  bool hibernated = false;          ///< Asleep since its last sandbox_hibernated.
+  std::uint64_t hibernations = 0;   ///< How many times it went to sleep.
 };
 
 /// Applies one event. Never fails, never does I/O; events that do not concern a sandbox
@@ -54,6 +67,19 @@ wire::exec_finished decide_exec_end(std::uint64_t exec_id, const exec_outcome& o
 
 /// Events that close execs left open by a daemon that stopped while they ran.
 std::vector<wire::exec_finished> decide_recovery(const sandbox_record& rec);
+
+/// Checks lifecycle settings: sleep_after between 1 s and 30 days.
+error validate_config(const sandbox_config& c);
+
+/// Whether a sandbox may hibernate now: not kept alive, no exec running, and idle (no
+/// activity, and no CPU use as seen by the caller) for sleep_after.
+bool may_hibernate(const sandbox_record& rec, std::uint64_t now_ms, std::uint64_t last_activity_ms);
+
+/// When to look again: the moment sleep_after elapses after the last activity.
+std::uint64_t idle_deadline_ms(const sandbox_record& rec, std::uint64_t last_activity_ms);
+
+/// The replayed state as a JSON object, for `warren journal --at`.
+std::string record_json(const sandbox_record& rec);
 
 /// Default working directory of commands.
 inline constexpr const char* default_cwd = "/workspace";

@@ -11,7 +11,13 @@
 
 namespace warren::actors {
 
-enum class sandbox_status : std::uint8_t { stopped = 0, starting = 1, running = 2 };
+enum class sandbox_status : std::uint8_t {
+  stopped = 0,       ///< Known, not running, not asleep (transient: start failed, daemon stopping).
+  starting = 1,      ///< Its init is starting.
+  running = 2,       ///< Accepting commands.
+  hibernated = 3,    ///< Asleep: files on disk, no process, no actor; the next call wakes it.
+  needs_repair = 4,  ///< Its journal does not replay; calls fail until it is repaired.
+};
 
 /// What a client sees of a sandbox.
 struct sandbox_info {
@@ -20,6 +26,14 @@ struct sandbox_info {
   sandbox_status status = sandbox_status::stopped;
   std::uint64_t created_at_ms = 0;
   std::uint64_t last_activity_ms = 0;
+  std::uint64_t sleep_after_ms = 0;  ///< Idle time before it hibernates.
+  bool keep_alive = false;           ///< Never hibernates when idle.
+};
+
+/// Lifecycle settings given at creation or changed later.
+struct sandbox_settings {
+  std::uint64_t sleep_after_ms = 10 * 60 * 1000;  ///< Default: 10 minutes.
+  bool keep_alive = false;                         ///< Default: false.
 };
 
 /// An exec as a client asked for it (already copied out of the wire format).

@@ -100,6 +100,13 @@ bool cgroup_tree::is_empty(std::uint64_t sandbox_id) const {
 
 error cgroup_tree::remove(std::uint64_t sandbox_id) { return remove_dir(path(sandbox_id)); }
 
+std::uint64_t cgroup_tree::cpu_usage_us(std::uint64_t sandbox_id) const {
+  auto stat = read_file(path(sandbox_id) + "/cpu.stat");
+  auto at = stat.find("usage_usec ");
+  if (at == std::string::npos) return 0;
+  return std::strtoull(stat.c_str() + at + 11, nullptr, 10);
+}
+
 void cgroup_tree::remove_parent() { ::rmdir(parent_.c_str()); }
 
 }  // namespace warren::gateway

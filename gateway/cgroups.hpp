@@ -33,6 +33,8 @@ class cgroup_tree {
   bool is_empty(std::uint64_t sandbox_id) const;
   /// Removes the (empty) cgroup; EBUSY while processes are still dying.
   error remove(std::uint64_t sandbox_id);
+  /// CPU time used by the sandbox's processes (cpu.stat usage_usec); 0 if unknown.
+  std::uint64_t cpu_usage_us(std::uint64_t sandbox_id) const;
   /// Removes the parent directory (at shutdown, when all sandboxes are gone).
   void remove_parent();
 

@@ -15,6 +15,7 @@ kj::Exception to_kj(const error& e) {
     case errc::timeout:
     case errc::unavailable:
     case errc::shutting_down:
+    case errc::busy:
       type = kj::Exception::Type::OVERLOADED;
       break;
     default:
@@ -39,6 +40,10 @@ wire::SandboxState to_wire(actors::sandbox_status s) {
       return wire::SandboxState::STARTING;
     case actors::sandbox_status::running:
       return wire::SandboxState::RUNNING;
+    case actors::sandbox_status::hibernated:
+      return wire::SandboxState::HIBERNATED;
+    case actors::sandbox_status::needs_repair:
+      return wire::SandboxState::NEEDS_REPAIR;
     default:
       return wire::SandboxState::STOPPED;
   }
@@ -50,6 +55,8 @@ void fill(wire::SandboxInfo::Builder b, const actors::sandbox_info& i) {
   b.setState(to_wire(i.status));
   b.setCreatedAtMs(i.created_at_ms);
   b.setLastActivityMs(i.last_activity_ms);
+  b.setSleepAfterMs(i.sleep_after_ms);
+  b.setKeepAlive(i.keep_alive);
 }
 
 // Counts and forwards a command's output from the agent to the client, chunk by chunk;
@@ -117,6 +124,20 @@ class sandbox_impl final : public wire::Sandbox::Server {
   kj::Promise<void> info(InfoContext context) override {
     return ctx_.calls
         .call<actors::sandbox_info>([this](auto cb) { ctx_.core.sandbox_info(name_, id_, std::move(cb)); })
+        .then([context](actors::sandbox_info i) mutable { fill(context.getResults().initInfo(), i); });
+  }
+
+  kj::Promise<void> configure(ConfigureContext context) override {
+    auto p = context.getParams();
+    actors::sandbox_settings settings{p.getSleepAfterMs(), p.getKeepAlive()};
+    return ctx_.calls
+        .call<actors::sandbox_info>([this, settings](auto cb) { ctx_.core.configure(name_, id_, settings, std::move(cb)); })
+        .then([context](actors::sandbox_info i) mutable { fill(context.getResults().initInfo(), i); });
+  }
+
+  kj::Promise<void> hibernate(HibernateContext context) override {
+    return ctx_.calls
+        .call<actors::sandbox_info>([this](auto cb) { ctx_.core.hibernate(name_, id_, std::move(cb)); })
         .then([context](actors::sandbox_info i) mutable { fill(context.getResults().initInfo(), i); });
   }
 
@@ -212,9 +233,12 @@ class warren_impl final : public wire::Warren::Server {
   kj::Promise<void> sandbox(SandboxContext context) override {
     auto p = context.getParams();
     auto name = str(p.getName());
-    bool create = p.hasOptions() ? p.getOptions().getCreateIfMissing() : true;
+    auto options = p.getOptions();  // Defaults apply when the client sent none.
+    bool create = options.getCreateIfMissing();
+    actors::sandbox_settings settings{options.getSleepAfterMs(), options.getKeepAlive()};
     return ctx_.calls
-        .call<actors::sandbox_info>([this, name, create](auto cb) { ctx_.core.get_sandbox(name, create, std::move(cb)); })
+        .call<actors::sandbox_info>(
+            [this, name, create, settings](auto cb) { ctx_.core.get_sandbox(name, create, settings, std::move(cb)); })
         .then([this, context](actors::sandbox_info i) mutable {
           auto res = context.getResults();
           fill(res.initInfo(), i);
@@ -234,6 +258,49 @@ class warren_impl final : public wire::Warren::Server {
     auto name = str(context.getParams().getName());
     return ctx_.calls.call<bool>([this, name](auto cb) { ctx_.core.destroy(name, std::move(cb)); })
         .then([context](bool existed) mutable { context.getResults().setExisted(existed); });
+  }
+
+  kj::Promise<void> journal(JournalContext context) override {
+    auto p = context.getParams();
+    auto name = str(p.getName());
+    auto from = p.getFromSeq();
+    auto limit = p.getLimit();
+    return ctx_.calls
+        .call<actors::core::journal_page>(
+            [this, name, from, limit](auto cb) { ctx_.core.read_journal(name, from, limit, std::move(cb)); })
+        .then([context](actors::core::journal_page page) mutable {
+          auto res = context.getResults();
+          res.setLastSeq(page.last_seq);
+          auto out = res.initEntries(page.entries.size());
+          for (unsigned i = 0; i < page.entries.size(); ++i) {
+            auto& e = page.entries[i];
+            out[i].setSeq(e.seq);
+            out[i].setAtMs(e.at_ms);
+            out[i].setKind(e.kind);
+            out[i].setSummary(e.summary);
+            out[i].setJson(e.json);
+          }
+        });
+  }
+
+  kj::Promise<void> journalState(JournalStateContext context) override {
+    auto p = context.getParams();
+    auto name = str(p.getName());
+    auto at = p.getAtSeq();
+    return ctx_.calls
+        .call<std::string>([this, name, at](auto cb) { ctx_.core.journal_state(name, at, std::move(cb)); })
+        .then([context](std::string json) mutable { context.getResults().setJson(json); });
+  }
+
+  kj::Promise<void> checkJournals(CheckJournalsContext context) override {
+    return ctx_.calls
+        .call<actors::core::check_report>([this](auto cb) { ctx_.core.check_journals(std::move(cb)); })
+        .then([context](actors::core::check_report r) mutable {
+          auto res = context.getResults();
+          res.setChecked(r.checked);
+          auto out = res.initProblems(r.problems.size());
+          for (unsigned i = 0; i < r.problems.size(); ++i) out.set(i, r.problems[i]);
+        });
   }
 
   kj::Promise<void> version(VersionContext context) override {

@@ -30,6 +30,7 @@ class sandbox_host final : public actors::sandbox_runtime {
   void start(const actors::sandbox_spec& spec, std::function<void(const error&)> started,
              std::function<void(const std::string&)> exited) override;
   void stop(std::uint64_t sandbox_id, std::function<void()> stopped) override;
+  std::uint64_t cpu_usage_us(std::uint64_t sandbox_id) override { return cgroups_.cpu_usage_us(sandbox_id); }
 
   /// The agent of a running sandbox. KJ thread only.
   kj::Maybe<wire::Agent::Client> agent(std::uint64_t sandbox_id);

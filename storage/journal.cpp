@@ -207,15 +207,15 @@ void journal::append(journal_batch batch, append_callback done) {
   done(make_error(errc::shutting_down, "the journal is closing"));
 }
 
-std::vector<std::pair<std::uint64_t, std::string>> journal::read(std::uint64_t stream,
-                                                                 std::uint64_t from_seq) const {
+std::vector<std::pair<std::uint64_t, std::string>> journal::read(std::uint64_t stream, std::uint64_t from_seq,
+                                                                 std::size_t limit) const {
   std::vector<std::pair<std::uint64_t, std::string>> out;
   std::string upper = journal_key(stream + 1, 0);
   rocksdb::Slice upper_slice(upper);  // Outlives the iterator.
   rocksdb::ReadOptions ro;
   ro.iterate_upper_bound = &upper_slice;
   std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(ro, impl_->cf));
-  for (it->Seek(journal_key(stream, from_seq)); it->Valid(); it->Next()) {
+  for (it->Seek(journal_key(stream, from_seq)); it->Valid() && (limit == 0 || out.size() < limit); it->Next()) {
     auto key = it->key();
     if (key.size() != 16) continue;
     out.emplace_back(get_be64(key.data() + 8), it->value().ToString());

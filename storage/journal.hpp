@@ -58,10 +58,10 @@ class journal {
   /// (or failed: a sequence gap, a closed journal, an I/O error). Never blocks on I/O.
   void append(journal_batch batch, append_callback done);
 
-  /// Reads the records of `stream` with seq >= from_seq, in order. Thread-safe; blocking
-  /// (a RocksDB iterator, no fsync). Used for replay.
-  std::vector<std::pair<std::uint64_t, std::string>> read(std::uint64_t stream,
-                                                          std::uint64_t from_seq = 1) const;
+  /// Reads the records of `stream` with seq >= from_seq, in order, at most `limit` (0: all).
+  /// Thread-safe; blocking (a RocksDB iterator, no fsync). Used for replay and tools.
+  std::vector<std::pair<std::uint64_t, std::string>> read(std::uint64_t stream, std::uint64_t from_seq = 1,
+                                                          std::size_t limit = 0) const;
 
   /// Highest seq in `stream`, 0 if empty. Thread-safe; blocking.
   std::uint64_t last_seq(std::uint64_t stream) const;

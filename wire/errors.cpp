@@ -6,7 +6,7 @@
 namespace warren {
 namespace {
 
-constexpr std::array<std::pair<errc, const char*>, 12> names = {{
+constexpr std::array<std::pair<errc, const char*>, 14> names = {{
     {errc::none, "none"},
     {errc::invalid_argument, "invalid_argument"},
     {errc::invalid_name, "invalid_name"},
@@ -19,6 +19,8 @@ constexpr std::array<std::pair<errc, const char*>, 12> names = {{
     {errc::internal, "internal"},
     {errc::shutting_down, "shutting_down"},
     {errc::unauthenticated, "unauthenticated"},
+    {errc::needs_repair, "needs_repair"},
+    {errc::busy, "busy"},
 }};
 
 }  // namespace

@@ -24,6 +24,8 @@ enum class errc : std::uint8_t {
   internal = 9,          ///< A bug; details are in the daemon's log, not in the reply.
   shutting_down = 10,    ///< The daemon is stopping and takes no new work.
   unauthenticated = 11,  ///< Missing or wrong bearer token.
+  needs_repair = 12,     ///< The sandbox's journal does not replay; it is left untouched.
+  busy = 13,             ///< The request conflicts with work in progress (e.g. a running exec).
 };
 
 /// Stable lower-case name of a code, e.g. "invalid_name".

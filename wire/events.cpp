@@ -4,7 +4,9 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#include <cstdio>
 #include <cstring>
+#include <iterator>
 
 #include "wire/journal.capnp.h"
 
@@ -67,6 +69,21 @@ std::string encode_envelope(const envelope& e) {
           b.setStdoutBytes(x.stdout_bytes);
           b.setStderrBytes(x.stderr_bytes);
           b.setFailed(x.failed);
+        } else if constexpr (std::is_same_v<T, sandbox_hibernated>) {
+          auto b = ev.initSandboxHibernated();
+          b.setSandboxId(x.sandbox_id);
+          b.setReason(x.reason);
+          b.setName(x.name);
+        } else if constexpr (std::is_same_v<T, sandbox_woke>) {
+          auto b = ev.initSandboxWoke();
+          b.setSandboxId(x.sandbox_id);
+          b.setName(x.name);
+        } else if constexpr (std::is_same_v<T, sandbox_configured>) {
+          auto b = ev.initSandboxConfigured();
+          b.setSleepAfterMs(x.sleep_after_ms);
+          b.setKeepAlive(x.keep_alive);
+          b.setName(x.name);
+          b.setSandboxId(x.sandbox_id);
         } else {
           static_assert(always_false<T>, "event kind without an encoder");
         }
@@ -127,6 +144,21 @@ decoded decode_envelope(std::string_view bytes) {
         e.body = std::move(f);
         break;
       }
+      case j::Envelope::Event::SANDBOX_HIBERNATED: {
+        auto r = ev.getSandboxHibernated();
+        e.body = sandbox_hibernated{r.getSandboxId(), str(r.getReason()), str(r.getName())};
+        break;
+      }
+      case j::Envelope::Event::SANDBOX_WOKE: {
+        auto r = ev.getSandboxWoke();
+        e.body = sandbox_woke{r.getSandboxId(), str(r.getName())};
+        break;
+      }
+      case j::Envelope::Event::SANDBOX_CONFIGURED: {
+        auto r = ev.getSandboxConfigured();
+        e.body = sandbox_configured{r.getSleepAfterMs(), r.getKeepAlive(), str(r.getName()), r.getSandboxId()};
+        break;
+      }
       default:
         // A kind written by a newer daemon.
         if (e.skippable) {
@@ -146,9 +178,113 @@ decoded decode_envelope(std::string_view bytes) {
 }
 
 const char* event_kind(const event& e) {
-  static constexpr const char* kinds[] = {"sandbox_created", "sandbox_destroyed", "exec_started",
-                                          "exec_finished"};
+  static constexpr const char* kinds[] = {"sandbox_created",    "sandbox_destroyed", "exec_started",
+                                          "exec_finished",      "sandbox_hibernated", "sandbox_woke",
+                                          "sandbox_configured"};
+  static_assert(std::size(kinds) == std::variant_size_v<event>);
   return kinds[e.index()];
+}
+
+namespace {
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_list(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + json_string(v[i]);
+  return out + "]";
+}
+
+std::string shell_words(const std::vector<std::string>& argv) {
+  std::string out;
+  for (auto& a : argv) {
+    if (!out.empty()) out += ' ';
+    bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`;&|<>()*?") == std::string::npos;
+    out += plain ? a : json_string(a);
+  }
+  return out.size() > 200 ? out.substr(0, 197) + "..." : out;
+}
+
+}  // namespace
+
+std::string event_json(const event& e) {
+  auto kind = json_string(event_kind(e));
+  return std::visit(
+      [&](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        std::string f = "{\"kind\":" + kind;
+        if constexpr (std::is_same_v<T, sandbox_created> || std::is_same_v<T, sandbox_destroyed>) {
+          f += ",\"name\":" + json_string(x.name) + ",\"sandboxId\":" + std::to_string(x.sandbox_id);
+        } else if constexpr (std::is_same_v<T, exec_started>) {
+          f += ",\"execId\":" + std::to_string(x.exec_id) + ",\"argv\":" + json_list(x.argv) +
+               ",\"cwd\":" + json_string(x.cwd) + ",\"envNames\":" + json_list(x.env_names) +
+               ",\"timeoutMs\":" + std::to_string(x.timeout_ms);
+        } else if constexpr (std::is_same_v<T, exec_finished>) {
+          f += ",\"execId\":" + std::to_string(x.exec_id) + ",\"exitCode\":" + std::to_string(x.exit_code) +
+               ",\"signal\":" + std::to_string(x.signal) + ",\"timedOut\":" + (x.timed_out ? "true" : "false") +
+               ",\"cancelled\":" + (x.cancelled ? "true" : "false") +
+               ",\"durationMs\":" + std::to_string(x.duration_ms) +
+               ",\"stdoutBytes\":" + std::to_string(x.stdout_bytes) +
+               ",\"stderrBytes\":" + std::to_string(x.stderr_bytes) + ",\"failed\":" + json_string(x.failed);
+        } else if constexpr (std::is_same_v<T, sandbox_hibernated>) {
+          f += ",\"sandboxId\":" + std::to_string(x.sandbox_id) + ",\"reason\":" + json_string(x.reason);
+        } else if constexpr (std::is_same_v<T, sandbox_woke>) {
+          f += ",\"sandboxId\":" + std::to_string(x.sandbox_id);
+        } else if constexpr (std::is_same_v<T, sandbox_configured>) {
+          f += ",\"sleepAfterMs\":" + std::to_string(x.sleep_after_ms) +
+               ",\"keepAlive\":" + (x.keep_alive ? "true" : "false");
+        }
+        return f + "}";
+      },
+      e);
+}
+
+std::string event_summary(const event& e) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, sandbox_created>) {
+          return "sandbox " + x.name + " created (id " + std::to_string(x.sandbox_id) + ")";
+        } else if constexpr (std::is_same_v<T, sandbox_destroyed>) {
+          return "sandbox " + x.name + " destroyed (id " + std::to_string(x.sandbox_id) + ")";
+        } else if constexpr (std::is_same_v<T, exec_started>) {
+          return "exec " + std::to_string(x.exec_id) + " started: " + shell_words(x.argv) + " (in " + x.cwd + ")";
+        } else if constexpr (std::is_same_v<T, exec_finished>) {
+          std::string how;
+          if (!x.failed.empty()) how = "failed: " + x.failed;
+          else if (x.cancelled) how = "cancelled by the caller";
+          else if (x.timed_out) how = "timed out";
+          else if (x.signal != 0) how = "killed by signal " + std::to_string(x.signal);
+          else how = "exit " + std::to_string(x.exit_code);
+          return "exec " + std::to_string(x.exec_id) + " finished: " + how + " in " + std::to_string(x.duration_ms) + " ms";
+        } else if constexpr (std::is_same_v<T, sandbox_hibernated>) {
+          return "hibernated (" + x.reason + ")";
+        } else if constexpr (std::is_same_v<T, sandbox_woke>) {
+          return "woke";
+        } else {
+          return "configured: " + (x.keep_alive ? std::string("keep alive") : "sleep after " + std::to_string(x.sleep_after_ms / 1000) + " s");
+        }
+      },
+      e);
 }
 
 }  // namespace warren::wire

@@ -50,7 +50,32 @@ struct exec_finished {
   bool operator==(const exec_finished&) const = default;
 };
 
-using event = std::variant<sandbox_created, sandbox_destroyed, exec_started, exec_finished>;
+/// A sandbox went to sleep (both its own stream and the registry stream).
+struct sandbox_hibernated {
+  std::uint64_t sandbox_id = 0;
+  std::string reason;  ///< "idle" or "requested".
+  std::string name;
+  bool operator==(const sandbox_hibernated&) const = default;
+};
+
+/// A hibernated sandbox was started again (both streams).
+struct sandbox_woke {
+  std::uint64_t sandbox_id = 0;
+  std::string name;
+  bool operator==(const sandbox_woke&) const = default;
+};
+
+/// A sandbox's lifecycle settings, at creation and when changed.
+struct sandbox_configured {
+  std::uint64_t sleep_after_ms = 0;
+  bool keep_alive = false;
+  std::string name;
+  std::uint64_t sandbox_id = 0;
+  bool operator==(const sandbox_configured&) const = default;
+};
+
+using event = std::variant<sandbox_created, sandbox_destroyed, exec_started, exec_finished, sandbox_hibernated,
+                           sandbox_woke, sandbox_configured>;
 
 /// One journal entry: position, time and the event.
 struct envelope {
@@ -76,5 +101,12 @@ decoded decode_envelope(std::string_view bytes);
 
 /// Short kind name for logs and tools ("exec_started").
 const char* event_kind(const event& e);
+
+/// The event's fields as one JSON object (for journal tools); never holds secrets because
+/// events never do.
+std::string event_json(const event& e);
+
+/// One line for people, e.g. "exec 3 finished: exit 0 in 12 ms".
+std::string event_summary(const event& e);
 
 }  // namespace warren::wire

@@ -15,6 +15,9 @@ struct Envelope {
     sandboxDestroyed @4 :SandboxDestroyed;
     execStarted @5 :ExecStarted;
     execFinished @6 :ExecFinished;
+    sandboxHibernated @7 :SandboxHibernated;
+    sandboxWoke @8 :SandboxWoke;
+    sandboxConfigured @9 :SandboxConfigured;
   }
 }
 
@@ -48,4 +51,28 @@ struct ExecFinished {
   stdoutBytes @6 :UInt64;   # Bytes of output delivered.
   stderrBytes @7 :UInt64;   # Bytes of error output delivered.
   failed @8 :Text;          # Non-empty when the exec could not run at all (agent link lost ...).
+}
+
+struct SandboxHibernated {
+  # In the sandbox's stream and the registry stream (one batch): its processes were stopped,
+  # its writable layer stays on disk, its actor stops.
+  sandboxId @0 :UInt64;   # Incarnation that went to sleep.
+  reason @1 :Text;        # "idle" (sleep_after elapsed) or "requested".
+  name @2 :Text;          # Its name (the registry's key).
+}
+
+struct SandboxWoke {
+  # In the sandbox's stream and the registry stream (one batch): a hibernated sandbox was
+  # started again. A sandbox is awake from its creation until it hibernates.
+  sandboxId @0 :UInt64;   # Incarnation that woke.
+  name @1 :Text;          # Its name (the registry's key).
+}
+
+struct SandboxConfigured {
+  # In the sandbox's stream and the registry stream (one batch): its lifecycle settings, at
+  # creation and whenever changed.
+  sleepAfterMs @0 :UInt64;  # Idle time before hibernation.
+  keepAlive @1 :Bool;       # Never hibernate when idle.
+  name @2 :Text;            # Its name (the registry's key).
+  sandboxId @3 :UInt64;     # Its incarnation.
 }

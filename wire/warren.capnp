@@ -33,6 +33,26 @@ interface Warren {
 
   version @3 () -> (daemon :Text, api :UInt32);
   # `daemon`: warrend's version string. `api`: this schema's version (1).
+
+  journal @4 (name :Text, fromSeq :UInt64, limit :UInt32) -> (entries :List(JournalEntry), lastSeq :UInt64);
+  # The sandbox's event history from `fromSeq` (1 = the beginning), at most `limit` entries
+  # (0: up to 10000). `lastSeq`: its newest event, for following (ask again from lastSeq + 1).
+
+  journalState @5 (name :Text, atSeq :UInt64) -> (json :Text);
+  # Time travel: the sandbox's state as replayed up to and including event `atSeq` (0: all),
+  # as a JSON object (name, id, seq, execCount, openExecs, sleepAfterMs, keepAlive, hibernated ...).
+
+  checkJournals @6 () -> (checked :UInt32, problems :List(Text));
+  # Replays every journal (the registry's and each sandbox's) and reports each one that does
+  # not decode or apply. `checked`: number of streams replayed.
+}
+
+struct JournalEntry {
+  seq @0 :UInt64;      # Position in the sandbox's stream.
+  atMs @1 :UInt64;     # When it happened, ms since the Unix epoch.
+  kind @2 :Text;       # Event kind, e.g. "exec_finished".
+  summary @3 :Text;    # One line for people.
+  json @4 :Text;       # The event's fields as a JSON object.
 }
 
 struct SandboxOptions {
@@ -40,12 +60,22 @@ struct SandboxOptions {
 
   createIfMissing @0 :Bool = true;
   # When false, an unknown name fails with "not_found" instead of creating the sandbox.
+
+  sleepAfterMs @1 :UInt64 = 600000;
+  # For a new sandbox: idle time before it hibernates (1 s to 30 days). Idle means no client
+  # call, no running command and no CPU use. An existing sandbox keeps its setting (see
+  # Sandbox.configure).
+
+  keepAlive @2 :Bool = false;
+  # For a new sandbox: never hibernate when idle.
 }
 
 enum SandboxState {
-  stopped @0;   # Known, files on disk, no process (e.g. after a daemon restart).
-  starting @1;  # Its init is being started.
-  running @2;   # Its init runs and accepts commands.
+  stopped @0;      # Known, files on disk, no process (transient: a failed start, a stopping daemon).
+  starting @1;     # Its init is being started.
+  running @2;      # Its init runs and accepts commands.
+  hibernated @3;   # Asleep: files on disk, no process; the next call wakes it transparently.
+  needsRepair @4;  # Its journal does not replay; calls fail with "needs_repair" (see checkJournals).
 }
 
 struct SandboxInfo {
@@ -55,6 +85,8 @@ struct SandboxInfo {
   createdAtMs @3 :UInt64;     # Creation time, milliseconds since the Unix epoch.
   lastActivityMs @4 :UInt64;  # Last client call that touched it since the daemon started
                               # (its creation time before that), ms since the Unix epoch.
+  sleepAfterMs @5 :UInt64;    # Idle time before it hibernates.
+  keepAlive @6 :Bool;         # Never hibernates when idle.
 }
 
 interface Sandbox {
@@ -71,7 +103,14 @@ interface Sandbox {
   # not an error.
 
   info @1 () -> (info :SandboxInfo);
-  # Current state of this sandbox.
+  # Current state of this sandbox. Does not wake a hibernated sandbox.
+
+  configure @2 (sleepAfterMs :UInt64, keepAlive :Bool) -> (info :SandboxInfo);
+  # Changes when it hibernates (journaled). sleepAfterMs: 1 s to 30 days.
+
+  hibernate @3 () -> (info :SandboxInfo);
+  # Puts it to sleep now: processes stopped, files kept, no memory used; the next call wakes it.
+  # Fails with "busy" while a command runs.
 }
 
 struct ExecRequest {

@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <future>
+#include <atomic>
 #include <mutex>
 
 #include "actors/core.hpp"
@@ -41,6 +42,9 @@ class fake_runtime final : public sandbox_runtime {
     }
     stopped();
   }
+  std::uint64_t cpu_usage_us(std::uint64_t) override { return cpu_us.load(); }
+  std::atomic<std::uint64_t> cpu_us{0};
+
   void release_starts() {
     std::vector<std::function<void(const error&)>> held;
     {
@@ -61,6 +65,12 @@ class fake_runtime final : public sandbox_runtime {
   std::mutex mutex_;
   std::vector<std::function<void(const error&)>> held_;
 };
+
+template <class Pred>
+bool eventually(Pred pred) {
+  for (int i = 0; i < 500 && !pred(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return pred();
+}
 
 template <class T>
 struct reply {
@@ -110,7 +120,7 @@ struct fixture {
 
   sandbox_info get(const std::string& name) {
     reply<sandbox_info> r;
-    c->get_sandbox(name, true, r.cb());
+    c->get_sandbox(name, true, {}, r.cb());
     auto [e, info] = r.get();
     REQUIRE_FALSE(e);
     return info;
@@ -123,8 +133,8 @@ TEST_CASE("get-or-create journals the creation and starts the sandbox once for c
   fixture f;
   f.runtime.hold_starts = true;
   reply<sandbox_info> a, b;
-  f.c->get_sandbox("demo", true, a.cb());
-  f.c->get_sandbox("demo", true, b.cb());
+  f.c->get_sandbox("demo", true, {}, a.cb());
+  f.c->get_sandbox("demo", true, {}, b.cb());
   // Both wait behind the one start (input gate); release it.
   for (int i = 0; i < 200 && f.runtime.start_count() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -138,23 +148,25 @@ TEST_CASE("get-or-create journals the creation and starts the sandbox once for c
   CHECK(ia.status == sandbox_status::running);
   CHECK(f.runtime.last_spec.dir == f.layout.sandbox_dir(ia.id));
   auto reg = f.events(0);
-  REQUIRE(reg.size() == 1);
+  REQUIRE(reg.size() == 2);
   CHECK(std::get<wire::sandbox_created>(reg[0].body).name == "demo");
+  CHECK(std::get<wire::sandbox_configured>(reg[1].body).sleep_after_ms == 600000);
   auto own = f.events(ia.id);
-  REQUIRE(own.size() == 1);
+  REQUIRE(own.size() == 2);
   CHECK(std::holds_alternative<wire::sandbox_created>(own[0].body));
+  CHECK(std::holds_alternative<wire::sandbox_configured>(own[1].body));
 }
 
 TEST_CASE("invalid names are refused and nothing is journaled or started", "[registry]") {
   fixture f;
   for (auto name : {"", "Demo", "../x", "a b"}) {
     reply<sandbox_info> r;
-    f.c->get_sandbox(name, true, r.cb());
+    f.c->get_sandbox(name, true, {}, r.cb());
     auto [e, info] = r.get();
     CHECK(e.code == errc::invalid_name);
   }
   reply<sandbox_info> missing;
-  f.c->get_sandbox("absent", false, missing.cb());
+  f.c->get_sandbox("absent", false, {}, missing.cb());
   CHECK(missing.get().first.code == errc::not_found);
   CHECK(f.events(0).empty());
   CHECK(f.runtime.start_count() == 0);
@@ -172,8 +184,8 @@ TEST_CASE("an exec is journaled before its ticket is returned, and its end after
   REQUIRE_FALSE(e);
   CHECK(ticket.exec_id == 1);
   auto ev = f.events(info.id);
-  REQUIRE(ev.size() == 2);
-  auto& started = std::get<wire::exec_started>(ev[1].body);
+  REQUIRE(ev.size() == 3);
+  auto& started = std::get<wire::exec_started>(ev[2].body);
   CHECK(started.argv == req.argv);
   CHECK(started.env_names == std::vector<std::string>{"SECRET"});
 
@@ -185,21 +197,21 @@ TEST_CASE("an exec is journaled before its ticket is returned, and its end after
   REQUIRE_FALSE(e2);
   CHECK(ok);
   ev = f.events(info.id);
-  REQUIRE(ev.size() == 3);
-  CHECK(std::get<wire::exec_finished>(ev[2].body).exit_code == 3);
+  REQUIRE(ev.size() == 4);
+  CHECK(std::get<wire::exec_finished>(ev[3].body).exit_code == 3);
 
   exec_request bad;
   reply<exec_ticket> refused;
   f.c->begin_exec("demo", info.id, bad, refused.cb());
   CHECK(refused.get().first.code == errc::invalid_argument);
-  CHECK(f.events(info.id).size() == 3);
+  CHECK(f.events(info.id).size() == 4);
 }
 
 TEST_CASE("a failed start is reported and the next call tries again", "[lifecycle]") {
   fixture f;
   f.runtime.fail_with = make_error(errc::start_failed, "no overlay");
   reply<sandbox_info> r;
-  f.c->get_sandbox("demo", true, r.cb());
+  f.c->get_sandbox("demo", true, {}, r.cb());
   auto [e, info] = r.get();
   CHECK(e.code == errc::start_failed);
   CHECK(e.message == "no overlay");
@@ -248,11 +260,142 @@ TEST_CASE("after a restart the registry knows its sandboxes and closes execs tha
   REQUIRE(all.size() == 1);
   CHECK(all[0].name == "demo");
   CHECK(all[0].id == info.id);
-  CHECK(all[0].status == sandbox_status::stopped);
-  f.get("demo");  // Loads the actor, which recovers.
+  // It was running when the daemon stopped, so the new registry woke it by itself.
+  CHECK(eventually([&] { return f.runtime.start_count() == 2; }));
   auto ev = f.events(info.id);
-  REQUIRE(ev.size() == 3);
-  auto& lost = std::get<wire::exec_finished>(ev[2].body);
+  REQUIRE(ev.size() == 4);
+  auto& lost = std::get<wire::exec_finished>(ev[3].body);
   CHECK(lost.exec_id == 1);
   CHECK(lost.failed.find("lost") == 0);
+}
+
+TEST_CASE("an idle sandbox hibernates after sleep_after and the next call wakes it", "[lifecycle][hibernate]") {
+  fixture f;
+  reply<sandbox_info> created;
+  f.c->get_sandbox("nap", true, {1000, false}, created.cb());
+  auto [e, info] = created.get();
+  REQUIRE_FALSE(e);
+  CHECK(info.sleep_after_ms == 1000);
+  // Idle for a second: it hibernates by itself, journaled in both streams.
+  REQUIRE(eventually([&] { return f.runtime.stops >= 1; }));
+  auto own = f.events(info.id);
+  REQUIRE(eventually([&] {
+    own = f.events(info.id);
+    return std::holds_alternative<wire::sandbox_hibernated>(own.back().body);
+  }));
+  CHECK(std::get<wire::sandbox_hibernated>(own.back().body).reason == "idle");
+  CHECK(std::holds_alternative<wire::sandbox_hibernated>(f.events(0).back().body));
+  reply<std::vector<sandbox_info>> l;
+  f.c->list(l.cb());
+  CHECK(l.get().second.at(0).status == sandbox_status::hibernated);
+
+  // An exec wakes it transparently: one call, no error.
+  exec_request req;
+  req.argv = {"true"};
+  reply<exec_ticket> t;
+  f.c->begin_exec("nap", info.id, req, t.cb());
+  auto [te, ticket] = t.get();
+  REQUIRE_FALSE(te);
+  CHECK(f.runtime.start_count() == 2);
+  own = f.events(info.id);
+  CHECK(std::holds_alternative<wire::sandbox_woke>(own[own.size() - 2].body));
+  CHECK(std::holds_alternative<wire::exec_started>(own.back().body));
+}
+
+TEST_CASE("a running exec, CPU use or keep_alive keep a sandbox awake", "[lifecycle][hibernate]") {
+  fixture f;
+  reply<sandbox_info> created;
+  f.c->get_sandbox("busy", true, {1000, false}, created.cb());
+  auto info = created.get().second;
+  exec_request req;
+  req.argv = {"sleep", "100"};
+  reply<exec_ticket> t;
+  f.c->begin_exec("busy", info.id, req, t.cb());
+  REQUIRE_FALSE(t.get().first);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  CHECK(f.runtime.stops == 0);  // The exec is still open.
+  reply<sandbox_info> refused;
+  f.c->hibernate("busy", info.id, refused.cb());
+  CHECK(refused.get().first.code == errc::busy);
+
+  reply<sandbox_info> kept;
+  f.c->get_sandbox("kept", true, {1000, true}, kept.cb());
+  REQUIRE_FALSE(kept.get().first);
+  reply<sandbox_info> cpu;
+  f.c->get_sandbox("cpu", true, {1000, false}, cpu.cb());
+  REQUIRE_FALSE(cpu.get().first);
+  for (int i = 0; i < 25; ++i) {  // Background CPU use, as a build would show in its cgroup.
+    f.runtime.cpu_us += 1000;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(f.runtime.stops == 0);
+  CHECK(eventually([&] { return f.runtime.stops == 1; }));  // Once the CPU is quiet, "cpu" sleeps.
+  reply<std::vector<sandbox_info>> l;
+  f.c->list(l.cb());
+  for (auto& s : l.get().second) {
+    INFO(s.name);
+    CHECK((s.status == sandbox_status::hibernated) == (s.name == "cpu"));
+  }
+}
+
+TEST_CASE("settings are validated and journaled", "[lifecycle]") {
+  fixture f;
+  reply<sandbox_info> bad;
+  f.c->get_sandbox("x", true, {10, false}, bad.cb());
+  CHECK(bad.get().first.code == errc::invalid_argument);
+  auto info = f.get("x");
+  reply<sandbox_info> r;
+  f.c->configure("x", info.id, {3600000, true}, r.cb());
+  auto [e, after] = r.get();
+  REQUIRE_FALSE(e);
+  CHECK(after.keep_alive);
+  CHECK(after.sleep_after_ms == 3600000);
+  auto cfg = std::get<wire::sandbox_configured>(f.events(info.id).back().body);
+  CHECK(cfg.keep_alive);
+  f.close();
+  f.open();
+  reply<std::vector<sandbox_info>> l;
+  f.c->list(l.cb());
+  CHECK(l.get().second.at(0).keep_alive);  // Known from the registry stream alone.
+}
+
+TEST_CASE("a sandbox whose journal does not replay needs repair and the others keep working", "[replay][faults]") {
+  fixture f;
+  auto broken = f.get("broken");
+  auto fine = f.get("fine");
+  f.close();
+  {
+    error err;
+    auto j = storage::journal::open({f.layout.journal_dir(), true}, err);
+    REQUIRE(j);
+    std::promise<error> p;
+    storage::journal_batch b;
+    b.appends.push_back({broken.id, j->last_seq(broken.id) + 1, {"not an envelope!"}});
+    j->append(std::move(b), [&](const error& e) { p.set_value(e); });
+    REQUIRE_FALSE(p.get_future().get());
+  }
+  f.open();
+  exec_request req;
+  req.argv = {"true"};
+  reply<exec_ticket> t;
+  f.c->begin_exec("broken", broken.id, req, t.cb());
+  auto [e, ticket] = t.get();
+  CHECK(e.code == errc::needs_repair);
+  reply<std::vector<sandbox_info>> l;
+  f.c->list(l.cb());
+  auto all = l.get().second;
+  CHECK(all.at(0).status == sandbox_status::needs_repair);
+  reply<exec_ticket> ok;
+  f.c->begin_exec("fine", fine.id, req, ok.cb());
+  CHECK_FALSE(ok.get().first);
+  reply<core::check_report> check;
+  f.c->check_journals(check.cb());
+  auto report = check.get().second;
+  CHECK(report.checked == 3);
+  REQUIRE(report.problems.size() == 1);
+  CHECK(report.problems[0].find("sandbox broken") == 0);
+  // Destroying it is the way out.
+  reply<bool> d;
+  f.c->destroy("broken", d.cb());
+  CHECK(d.get().second);
 }

@@ -145,9 +145,11 @@ TEST_CASE("after kill -9 and a restart, sandboxes, files and the journal are int
   // The sandbox dies with the daemon (PDEATHSIG), nothing keeps running unowned.
   CHECK(eventually([&] { return processes_with("--sandbox-dir " + d.data_dir).empty(); }));
   d.start();
+  // It was running, so the restarted daemon brings it back by itself (a wake).
+  CHECK(eventually([&] { return !processes_with("warren-init --name keep ").empty(); }));
   auto ls = d.warren({"ls", "--json"});
   CHECK(ls.out.find("\"keep\"") != std::string::npos);
-  CHECK(ls.out.find("\"stopped\"") != std::string::npos);
+  CHECK(ls.out.find("\"running\"") != std::string::npos);
   auto r = d.warren({"exec", "keep", "--", "cat", "/workspace/f"});
   CHECK(r.out == "precious\n");
   CHECK(d.sandbox_id("keep") == id);
@@ -169,16 +171,18 @@ TEST_CASE("sandbox creation, each exec and destruction are journaled", "[e2e][jo
     CHECK(bytes.find("hunter2") == std::string::npos);
     own.push_back(warren::wire::decode_envelope(bytes).value->body);
   }
-  REQUIRE(own.size() == 3);
+  REQUIRE(own.size() == 4);
   CHECK(std::get<warren::wire::sandbox_created>(own[0]).name == "j");
-  auto& started = std::get<warren::wire::exec_started>(own[1]);
+  CHECK(std::get<warren::wire::sandbox_configured>(own[1]).sleep_after_ms == 600000);
+  auto& started = std::get<warren::wire::exec_started>(own[2]);
   CHECK(started.argv == std::vector<std::string>{"sh", "-c", "exit 3"});
   CHECK(started.env_names == std::vector<std::string>{"SECRET"});
-  CHECK(std::get<warren::wire::exec_finished>(own[2]).exit_code == 3);
+  CHECK(std::get<warren::wire::exec_finished>(own[3]).exit_code == 3);
   std::vector<std::string> registry;
   for (auto& [seq, bytes] : journal->read(0))
     registry.push_back(warren::wire::event_kind(warren::wire::decode_envelope(bytes).value->body));
-  CHECK(registry == std::vector<std::string>{"sandbox_created", "sandbox_created", "sandbox_destroyed"});
+  CHECK(registry == std::vector<std::string>{"sandbox_created", "sandbox_configured", "sandbox_created",
+                                            "sandbox_configured", "sandbox_destroyed"});
 }
 
 TEST_CASE("the API socket is private to root", "[e2e][security]") {

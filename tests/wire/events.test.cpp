@@ -36,22 +36,19 @@ std::string unhex(const std::string& h) {
   return out;
 }
 
-}  // namespace
-
-TEST_CASE("every event kind survives encode and decode", "[codec]") {
-  for (auto& e : golden_v1()) {
-    auto d = decode_envelope(encode_envelope(e));
-    INFO(event_kind(e.body));
-    REQUIRE(d.error.empty());
-    REQUIRE(d.value);
-    CHECK(*d.value == e);
-  }
+// Schema v2 added hibernation, waking and configuration.
+std::vector<envelope> golden_v2() {
+  auto all = golden_v1();
+  all.push_back({6, 1764400000500, false, sandbox_configured{60000, false, "demo", 7}});
+  all.push_back({7, 1764400000600, false, sandbox_hibernated{7, "idle", "demo"}});
+  all.push_back({8, 1764400000700, false, sandbox_woke{7, "demo"}});
+  all.push_back({9, 1764400000800, false, sandbox_configured{600000, true, "demo", 7}});
+  return all;
 }
 
-TEST_CASE("the v1 golden journal still decodes to the same events", "[codec][replay]") {
-  std::ifstream in(std::string(WARREN_FIXTURES_DIR) + "/journal-v1.hex");
+void check_golden(const std::string& file, const std::vector<envelope>& expected) {
+  std::ifstream in(std::string(WARREN_FIXTURES_DIR) + "/" + file);
   REQUIRE(in);
-  auto expected = golden_v1();
   std::string line;
   std::size_t i = 0;
   while (std::getline(in, line)) {
@@ -65,6 +62,35 @@ TEST_CASE("the v1 golden journal still decodes to the same events", "[codec][rep
   CHECK(i == expected.size());
 }
 
+}  // namespace
+
+TEST_CASE("every event kind survives encode and decode", "[codec]") {
+  for (auto& e : golden_v2()) {
+    auto d = decode_envelope(encode_envelope(e));
+    INFO(event_kind(e.body));
+    REQUIRE(d.error.empty());
+    REQUIRE(d.value);
+    CHECK(*d.value == e);
+  }
+}
+
+TEST_CASE("the golden journals of every schema version still decode to the same events", "[codec][replay]") {
+  check_golden("journal-v1.hex", golden_v1());
+  check_golden("journal-v2.hex", golden_v2());
+}
+
+TEST_CASE("every event kind has a JSON form and a summary for the journal tools", "[codec]") {
+  for (auto& e : golden_v2()) {
+    auto json = event_json(e.body);
+    CHECK(json.front() == '{');
+    CHECK(json.back() == '}');
+    CHECK(json.find(std::string("\"kind\":\"") + event_kind(e.body) + "\"") != std::string::npos);
+    CHECK_FALSE(event_summary(e.body).empty());
+  }
+  exec_started odd{1, {"sh", "-c", "echo \"hi\"\n"}, "/", {}, 0};
+  CHECK(event_json(odd).find(R"(["sh","-c","echo \"hi\"\n"])") != std::string::npos);
+}
+
 TEST_CASE("corrupt journal bytes are reported, not thrown", "[codec]") {
   CHECK_FALSE(decode_envelope("").value);
   CHECK_FALSE(decode_envelope("abc").error.empty());
@@ -76,10 +102,10 @@ TEST_CASE("corrupt journal bytes are reported, not thrown", "[codec]") {
 }
 
 // Regenerates the fixture (only for a new schema version): build/bin/warren_unit_tests "[.golden]"
-TEST_CASE("write the v1 golden journal", "[.golden]") {
-  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v1.hex");
-  out << "# Journal events of schema v1, one encoded envelope per line (hex). Never edit: add a\n"
+TEST_CASE("write the newest golden journal", "[.golden]") {
+  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v2.hex");
+  out << "# Journal events of schema v2, one encoded envelope per line (hex). Never edit: add a\n"
          "# new file for a new schema version; every file must keep decoding.\n";
-  for (auto& e : golden_v1()) out << hex(encode_envelope(e)) << "\n";
+  for (auto& e : golden_v2()) out << hex(encode_envelope(e)) << "\n";
   REQUIRE(out.good());
 }

@@ -12,7 +12,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <iterator>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -35,9 +37,21 @@ commands:
   exec NAME [--env K=V]... [--cwd DIR] [--timeout SECONDS] [--shell] -- CMD [ARGS...]
         run CMD in sandbox NAME (created if needed); output streams live, and warren exits
         with the command's exit code. --shell runs CMD as one `sh -c` command line.
-  ls    list sandboxes (NAME, STATE, ID, CREATED, LAST ACTIVE)
+  create NAME [--sleep-after DURATION] [--keep-alive]
+        create a sandbox (exec creates one too, with the defaults: sleep after 10m)
+  set NAME [--sleep-after DURATION] [--keep-alive on|off]
+        change when a sandbox hibernates
+  sleep NAME
+        hibernate a sandbox now (its files stay; the next call wakes it)
+  ls    list sandboxes (NAME, STATE, ID, CREATED, LAST ACTIVE, SLEEPS AFTER)
   rm NAME...
         destroy sandboxes: processes, files and journal
+  journal NAME [--json] [--follow] [--from SEQ]
+        the sandbox's event history (--follow keeps printing new events)
+  journal NAME --at SEQ
+        the sandbox's state as it was right after event SEQ (time travel)
+  journal --check
+        replay every journal and report those that do not apply
   version
         print the client's and the daemon's version
 
@@ -45,7 +59,9 @@ global options:
   --socket PATH       daemon socket (default: $WARREN_SOCKET or /run/warren/warren.sock)
   --connect HOST:PORT use the daemon's TCP API instead (needs --token-file)
   --token-file FILE   bearer token for --connect
-  --json              machine-readable output (ls, version, exec's final result on stderr)
+  --json              machine-readable output (ls, version, journal, exec's final result on stderr)
+
+DURATION: a number of seconds, or with a unit: 90s, 10m, 2h, 1d.
 )";
 
 [[noreturn]] void die(const std::string& msg, int code = exit_warren_error) {
@@ -132,6 +148,10 @@ const char* state_name(warren::wire::SandboxState s) {
       return "running";
     case warren::wire::SandboxState::STARTING:
       return "starting";
+    case warren::wire::SandboxState::HIBERNATED:
+      return "hibernated";
+    case warren::wire::SandboxState::NEEDS_REPAIR:
+      return "needs-repair";
     default:
       return "stopped";
   }
@@ -261,26 +281,173 @@ int cmd_exec(connection& c, const options& o) {
   return result.getExitCode();
 }
 
+// "90", "90s", "10m", "2h", "1d" -> milliseconds; 0 on a malformed value.
+std::uint64_t parse_duration_ms(const std::string& v) {
+  char* end = nullptr;
+  double n = std::strtod(v.c_str(), &end);
+  if (end == v.c_str() || n <= 0) return 0;
+  std::string unit(end);
+  double scale = unit.empty() || unit == "s" ? 1000 : unit == "m" ? 60000 : unit == "h" ? 3600000 : unit == "d" ? 86400000 : 0;
+  return static_cast<std::uint64_t>(n * scale);
+}
+
+std::string format_duration(std::uint64_t ms) {
+  if (ms % 86400000 == 0) return std::to_string(ms / 86400000) + "d";
+  if (ms % 3600000 == 0) return std::to_string(ms / 3600000) + "h";
+  if (ms % 60000 == 0) return std::to_string(ms / 60000) + "m";
+  return std::to_string(ms / 1000) + "s";
+}
+
+std::string info_json(warren::wire::SandboxInfo::Reader s) {
+  return std::string("{\"name\":") + json_string(s.getName().cStr()) + ",\"state\":\"" + state_name(s.getState()) +
+         "\",\"id\":" + std::to_string(s.getId()) + ",\"createdAtMs\":" + std::to_string(s.getCreatedAtMs()) +
+         ",\"lastActivityMs\":" + std::to_string(s.getLastActivityMs()) +
+         ",\"sleepAfterMs\":" + std::to_string(s.getSleepAfterMs()) +
+         ",\"keepAlive\":" + (s.getKeepAlive() ? "true" : "false") + "}";
+}
+
+// Parses --sleep-after / --keep-alive from rest[2..]; unset fields keep `sleep_ms`/`keep`.
+void parse_lifecycle(const options& o, std::uint64_t& sleep_ms, bool& keep, bool keep_takes_value) {
+  auto& a = o.rest;
+  for (std::size_t i = 2; i < a.size(); ++i) {
+    if (a[i] == "--sleep-after" && i + 1 < a.size()) {
+      sleep_ms = parse_duration_ms(a[++i]);
+      if (sleep_ms == 0) die("--sleep-after takes a duration like 90s, 10m or 2h, got '" + a[i] + "'", exit_usage);
+    } else if (a[i] == "--keep-alive") {
+      if (!keep_takes_value) {
+        keep = true;
+      } else {
+        if (i + 1 >= a.size() || (a[i + 1] != "on" && a[i + 1] != "off")) die("--keep-alive takes on or off", exit_usage);
+        keep = a[++i] == "on";
+      }
+    } else {
+      die("unknown option " + a[i] + " (see --help)", exit_usage);
+    }
+  }
+}
+
+int cmd_create(connection& c, const options& o) {
+  if (o.rest.size() < 2) die("create needs a sandbox name", exit_usage);
+  std::uint64_t sleep_ms = 600000;
+  bool keep = false;
+  parse_lifecycle(o, sleep_ms, keep, false);
+  auto req = c.root.sandboxRequest();
+  req.setName(o.rest[1]);
+  auto opts = req.initOptions();
+  opts.setSleepAfterMs(sleep_ms);
+  opts.setKeepAlive(keep);
+  auto res = req.send().wait(c.io.waitScope);
+  if (o.json) std::printf("%s\n", info_json(res.getInfo()).c_str());
+  else std::printf("%s\n", res.getInfo().getName().cStr());
+  return 0;
+}
+
+// The sandbox capability for an existing name (never creates).
+warren::wire::Sandbox::Client existing(connection& c, const std::string& name) {
+  auto req = c.root.sandboxRequest();
+  req.setName(name);
+  req.initOptions().setCreateIfMissing(false);
+  return req.send().getSandbox();
+}
+
+int cmd_set(connection& c, const options& o) {
+  if (o.rest.size() < 3) die("set needs a sandbox name and --sleep-after or --keep-alive", exit_usage);
+  auto sandbox = existing(c, o.rest[1]);
+  auto info = sandbox.infoRequest().send().wait(c.io.waitScope).getInfo();
+  std::uint64_t sleep_ms = info.getSleepAfterMs();
+  bool keep = info.getKeepAlive();
+  parse_lifecycle(o, sleep_ms, keep, true);
+  auto req = sandbox.configureRequest();
+  req.setSleepAfterMs(sleep_ms);
+  req.setKeepAlive(keep);
+  auto res = req.send().wait(c.io.waitScope);
+  if (o.json) std::printf("%s\n", info_json(res.getInfo()).c_str());
+  else std::printf("%s: %s\n", o.rest[1].c_str(), res.getInfo().getKeepAlive() ? "kept alive" : ("sleeps after " + format_duration(res.getInfo().getSleepAfterMs()) + " idle").c_str());
+  return 0;
+}
+
+int cmd_sleep(connection& c, const options& o) {
+  if (o.rest.size() != 2) die("sleep needs one sandbox name", exit_usage);
+  auto res = existing(c, o.rest[1]).hibernateRequest().send().wait(c.io.waitScope);
+  if (o.json) std::printf("%s\n", info_json(res.getInfo()).c_str());
+  else std::printf("%s: hibernated\n", o.rest[1].c_str());
+  return 0;
+}
+
+void print_entry(const options& o, warren::wire::JournalEntry::Reader e) {
+  if (o.json) {
+    std::printf("{\"seq\":%llu,\"atMs\":%llu,\"event\":%s}\n", static_cast<unsigned long long>(e.getSeq()),
+                static_cast<unsigned long long>(e.getAtMs()), e.getJson().cStr());
+  } else {
+    std::printf("%6llu  %s  %-18s %s\n", static_cast<unsigned long long>(e.getSeq()), format_time(e.getAtMs()).c_str(),
+                e.getKind().cStr(), e.getSummary().cStr());
+  }
+  std::fflush(stdout);
+}
+
+int cmd_journal(connection& c, const options& o) {
+  auto& a = o.rest;
+  if (a.size() == 2 && a[1] == "--check") {
+    auto res = c.root.checkJournalsRequest().send().wait(c.io.waitScope);
+    for (auto p : res.getProblems()) std::printf("problem: %s\n", p.cStr());
+    std::printf("%u journals checked, %u with problems\n", res.getChecked(), res.getProblems().size());
+    return res.getProblems().size() == 0 ? 0 : 1;
+  }
+  if (a.size() < 2 || a[1].rfind("--", 0) == 0) die("journal needs a sandbox name (or --check)", exit_usage);
+  bool follow = false;
+  std::uint64_t from = 1, at = 0;
+  bool time_travel = false;
+  for (std::size_t i = 2; i < a.size(); ++i) {
+    auto number = [&](const std::string& flag) -> std::uint64_t {
+      if (i + 1 >= a.size()) die(flag + " needs an event number", exit_usage);
+      char* end = nullptr;
+      auto v = std::strtoull(a[++i].c_str(), &end, 10);
+      if (*end != '\0' || a[i].empty()) die(flag + " needs an event number, got '" + a[i] + "'", exit_usage);
+      return v;
+    };
+    if (a[i] == "--follow" || a[i] == "-f") follow = true;
+    else if (a[i] == "--from") from = number("--from");
+    else if (a[i] == "--at") {
+      at = number("--at");
+      time_travel = true;
+    } else die("unknown journal option " + a[i], exit_usage);
+  }
+  if (time_travel) {
+    auto req = c.root.journalStateRequest();
+    req.setName(a[1]);
+    req.setAtSeq(at);
+    std::printf("%s\n", req.send().wait(c.io.waitScope).getJson().cStr());
+    return 0;
+  }
+  for (;;) {
+    auto req = c.root.journalRequest();
+    req.setName(a[1]);
+    req.setFromSeq(from);
+    auto res = req.send().wait(c.io.waitScope);
+    for (auto e : res.getEntries()) {
+      print_entry(o, e);
+      from = e.getSeq() + 1;
+    }
+    if (!follow) return 0;
+    if (res.getEntries().size() == 0) c.io.provider->getTimer().afterDelay(200 * kj::MILLISECONDS).wait(c.io.waitScope);
+  }
+}
+
 int cmd_ls(connection& c, const options& o) {
   auto res = c.root.listRequest().send().wait(c.io.waitScope);
   auto all = res.getSandboxes();
   if (o.json) {
     std::string out = "[";
-    for (unsigned i = 0; i < all.size(); ++i) {
-      auto s = all[i];
-      out += (i ? "," : "") + std::string("{\"name\":") + json_string(s.getName().cStr()) + ",\"state\":\"" +
-             state_name(s.getState()) + "\",\"id\":" + std::to_string(s.getId()) +
-             ",\"createdAtMs\":" + std::to_string(s.getCreatedAtMs()) +
-             ",\"lastActivityMs\":" + std::to_string(s.getLastActivityMs()) + "}";
-    }
+    for (unsigned i = 0; i < all.size(); ++i) out += (i ? "," : "") + info_json(all[i]);
     std::printf("%s]\n", out.c_str());
     return 0;
   }
-  std::printf("%-24s %-9s %-6s %-20s %s\n", "NAME", "STATE", "ID", "CREATED", "LAST ACTIVE");
+  std::printf("%-24s %-12s %-6s %-20s %-20s %s\n", "NAME", "STATE", "ID", "CREATED", "LAST ACTIVE", "SLEEPS AFTER");
   for (auto s : all)
-    std::printf("%-24s %-9s %-6llu %-20s %s\n", s.getName().cStr(), state_name(s.getState()),
+    std::printf("%-24s %-12s %-6llu %-20s %-20s %s\n", s.getName().cStr(), state_name(s.getState()),
                 static_cast<unsigned long long>(s.getId()), format_time(s.getCreatedAtMs()).c_str(),
-                format_time(s.getLastActivityMs()).c_str());
+                format_time(s.getLastActivityMs()).c_str(),
+                s.getKeepAlive() ? "never" : format_duration(s.getSleepAfterMs()).c_str());
   return 0;
 }
 
@@ -344,7 +511,8 @@ int main(int argc, char** argv) {
     }
   }
   auto& cmd = o.rest[0];
-  if (cmd != "exec" && cmd != "ls" && cmd != "rm" && cmd != "version")
+  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal"};
+  if (std::find(std::begin(commands), std::end(commands), cmd) == std::end(commands))
     die("unknown command '" + cmd + "' (see --help)", exit_usage);
 
   auto io = kj::setupAsyncIo();
@@ -353,6 +521,10 @@ int main(int argc, char** argv) {
     if (cmd == "exec") return cmd_exec(*c, o);
     if (cmd == "ls") return cmd_ls(*c, o);
     if (cmd == "rm") return cmd_rm(*c, o);
+    if (cmd == "create") return cmd_create(*c, o);
+    if (cmd == "set") return cmd_set(*c, o);
+    if (cmd == "sleep") return cmd_sleep(*c, o);
+    if (cmd == "journal") return cmd_journal(*c, o);
     return cmd_version(*c, o);
   } catch (const kj::Exception& e) {
     if (e.getType() == kj::Exception::Type::DISCONNECTED)
