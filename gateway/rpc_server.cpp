@@ -59,32 +59,60 @@ void fill(wire::SandboxInfo::Builder b, const actors::sandbox_info& i) {
   b.setKeepAlive(i.keep_alive);
 }
 
+// Bytes of one exec's output handled so far, shared by the sink (which may outlive the
+// call: the agent holds its capability until it lets go) and the exec. KJ thread only.
+struct output_tally : kj::Refcounted {
+  std::uint64_t out = 0, err = 0;
+  std::uint64_t want_out = 0, want_err = 0;
+  kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> reached;
+
+  void check() {
+    if (out < want_out || err < want_err) return;
+    KJ_IF_MAYBE(f, reached) {
+      (*f)->fulfill();
+      reached = nullptr;
+    }
+  }
+  // Resolves once `o` and `e` bytes have passed: the agent's result can arrive before the
+  // last stream calls have been dispatched here, and they must reach the client first.
+  kj::Promise<void> wait_for(std::uint64_t o, std::uint64_t e) {
+    want_out = o;
+    want_err = e;
+    if (out >= o && err >= e) return kj::READY_NOW;
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    reached = kj::mv(paf.fulfiller);
+    return kj::mv(paf.promise);
+  }
+};
+
 // Counts and forwards a command's output from the agent to the client, chunk by chunk;
 // flow control passes through (the agent's write completes when the client's does).
 class forward_sink final : public wire::OutputSink::Server {
  public:
-  forward_sink(wire::ExecOutput::Client out, std::uint64_t& stdout_bytes, std::uint64_t& stderr_bytes)
-      : out_(kj::mv(out)), stdout_bytes_(stdout_bytes), stderr_bytes_(stderr_bytes) {}
+  forward_sink(wire::ExecOutput::Client out, kj::Own<output_tally> tally) : out_(kj::mv(out)), tally_(kj::mv(tally)) {}
 
   kj::Promise<void> write(WriteContext context) override {
     auto p = context.getParams();
     auto data = p.getData();
+    kj::Promise<void> sent = nullptr;
     if (p.getFd() == 2) {
-      stderr_bytes_ += data.size();
       auto req = out_.writeStderrRequest(capnp::MessageSize{data.size() / 8 + 8, 0});
       req.setData(data);
-      return req.send();
+      sent = req.send();
+      tally_->err += data.size();
+    } else {
+      auto req = out_.writeStdoutRequest(capnp::MessageSize{data.size() / 8 + 8, 0});
+      req.setData(data);
+      sent = req.send();
+      tally_->out += data.size();
     }
-    stdout_bytes_ += data.size();
-    auto req = out_.writeStdoutRequest(capnp::MessageSize{data.size() / 8 + 8, 0});
-    req.setData(data);
-    return req.send();
+    tally_->check();
+    return sent;
   }
 
  private:
   wire::ExecOutput::Client out_;
-  std::uint64_t& stdout_bytes_;  // Borrowed from the exec_run that owns this sink's call.
-  std::uint64_t& stderr_bytes_;
+  kj::Own<output_tally> tally_;
 };
 
 // One exec in flight. If it is destroyed before its end was reported (the client cancelled
@@ -96,7 +124,7 @@ struct exec_run {
   std::uint64_t sandbox_id;
   std::uint64_t exec_id = 0;
   bool reported = true;  // Nothing to report until the exec is journaled.
-  std::uint64_t stdout_bytes = 0, stderr_bytes = 0;
+  kj::Own<output_tally> tally = kj::refcounted<output_tally>();
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
   exec_run(rpc_context& c, std::string n, std::uint64_t id) : ctx(c), name(std::move(n)), sandbox_id(id) {}
@@ -105,8 +133,8 @@ struct exec_run {
     actors::exec_outcome o;
     o.cancelled = true;
     o.duration_ms = elapsed_ms();
-    o.stdout_bytes = stdout_bytes;
-    o.stderr_bytes = stderr_bytes;
+    o.stdout_bytes = tally->out;
+    o.stderr_bytes = tally->err;
     spdlog::debug("event=exec_cancelled sandbox={} exec={}", name, exec_id);
     ctx.core.end_exec(name, sandbox_id, exec_id, o, [](const error&, bool) {});
   }
@@ -174,16 +202,20 @@ class sandbox_impl final : public wire::Sandbox::Server {
             for (unsigned i = 0; i < t.env.size(); ++i) env.set(i, t.env[i]);
             call.setCwd(t.cwd);
             call.setTimeoutMs(t.timeout_ms);
-            call.setSink(kj::heap<forward_sink>(output, state->stdout_bytes, state->stderr_bytes));
+            call.setSink(kj::heap<forward_sink>(output, kj::addRef(*state->tally)));
             return call.send().then(
-                [state](capnp::Response<wire::Agent::ExecResults> res) {
+                [this, state](capnp::Response<wire::Agent::ExecResults> res) -> kj::Promise<actors::exec_outcome> {
                   auto st = res.getStatus();
                   actors::exec_outcome o;
                   o.exit_code = st.getExitCode();
                   o.signal = st.getSignal();
                   o.timed_out = st.getTimedOut();
                   o.duration_ms = st.getDurationUs() / 1000;
-                  return o;
+                  return state->tally->wait_for(st.getStdoutBytes(), st.getStderrBytes())
+                      .exclusiveJoin(ctx_.timer.afterDelay(10 * kj::SECONDS).then([state]() {
+                        spdlog::warn("event=exec_output_incomplete exec={}", state->exec_id);
+                      }))
+                      .then([o]() { return o; });
                 },
                 [state](kj::Exception&& e) {
                   actors::exec_outcome o;
@@ -198,8 +230,8 @@ class sandbox_impl final : public wire::Sandbox::Server {
           return kj::Promise<actors::exec_outcome>(kj::mv(o));
         })
         .then([this, state, context](actors::exec_outcome o) mutable {
-          o.stdout_bytes = state->stdout_bytes;
-          o.stderr_bytes = state->stderr_bytes;
+          o.stdout_bytes = state->tally->out;
+          o.stderr_bytes = state->tally->err;
           state->reported = true;
           auto exec_id = state->exec_id;
           return ctx_.calls

@@ -29,4 +29,7 @@ struct ExitStatus {
   signal @1 :Int32;        # Terminating signal, else 0.
   timedOut @2 :Bool;       # The timeout fired and the agent killed the process group.
   durationUs @3 :UInt64;   # Microseconds from fork to exit.
+  stdoutBytes @4 :UInt64;  # Bytes of stdout sent to the sink (the daemon waits until it has
+                           # handled them all: the return can overtake the last stream calls).
+  stderrBytes @5 :UInt64;  # Bytes of stderr sent to the sink.
 }

@@ -40,6 +40,7 @@ TEST_CASE("output streams in order and large output arrives whole", "[e2e]") {
   warrend_process d;
   // 8 MiB through the flow-controlled stream; every byte counted.
   auto r = d.warren({"exec", "big", "--", "sh", "-c", "head -c 8388608 /dev/zero | tr '\\0' x"});
+  INFO(r.err);
   CHECK(r.code == 0);
   CHECK(r.out.size() == 8388608);
   CHECK(r.out.find_first_not_of('x') == std::string::npos);
@@ -77,17 +78,17 @@ TEST_CASE("the timeout kills the command and says so", "[e2e]") {
   CHECK(r.code == 124);
   CHECK(r.err.find("timed out") != std::string::npos);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
-  CHECK(processes_with("sleep 30").empty());
+  CHECK(commands("sleep 30").empty());
 }
 
 TEST_CASE("a client that disconnects mid-exec does not leak the process", "[e2e]") {
   warrend_process d;
   REQUIRE(d.warren({"exec", "demo", "--", "true"}).code == 0);
   auto cli = spawn({bin("warren"), "--socket", d.socket, "exec", "demo", "--", "sleep", "4242"});
-  REQUIRE(eventually([] { return !processes_with("sleep 4242").empty(); }));
+  REQUIRE(eventually([] { return !commands("sleep 4242").empty(); }));
   ::kill(cli, SIGKILL);
   ::waitpid(cli, nullptr, 0);
-  CHECK(eventually([] { return processes_with("sleep 4242").empty(); }));
+  CHECK(eventually([] { return commands("sleep 4242").empty(); }));
   // The sandbox is still usable, and the cancelled exec is journaled.
   CHECK(d.warren({"exec", "demo", "--", "echo", "ok"}).out == "ok\n");
 }
@@ -126,11 +127,11 @@ TEST_CASE("SIGTERM stops the daemon cleanly and leaves no process, cgroup or soc
   warrend_process d;
   REQUIRE(d.warren({"exec", "a", "--", "true"}).code == 0);
   auto bg = spawn({bin("warren"), "--socket", d.socket, "exec", "b", "--", "sleep", "4343"});
-  REQUIRE(eventually([] { return !processes_with("sleep 4343").empty(); }));
+  REQUIRE(eventually([] { return !commands("sleep 4343").empty(); }));
   auto cg = d.cgroup_parent();
   CHECK(d.stop(SIGTERM) == 0);
   ::waitpid(bg, nullptr, 0);
-  CHECK(processes_with("sleep 4343").empty());
+  CHECK(commands("sleep 4343").empty());
   CHECK(processes_with("--sandbox-dir " + d.data_dir).empty());
   CHECK_FALSE(fs::exists(cg));
   CHECK_FALSE(fs::exists(d.socket));

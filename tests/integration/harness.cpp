@@ -89,19 +89,38 @@ pid_t spawn(const std::vector<std::string>& argv) {
   return pid;
 }
 
-std::vector<pid_t> processes_with(const std::string& needle) {
+namespace {
+
+template <class Match>
+std::vector<pid_t> scan_processes(Match match) {
   std::vector<pid_t> out;
   std::error_code ec;
   for (auto& e : fs::directory_iterator("/proc", ec)) {
     auto name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    // Plain read(2): the process may vanish while we read, which a stream would throw on.
+    std::string cmd;
+    int fd = ::open((e.path() / "cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) cmd.append(buf, static_cast<std::size_t>(n));
+    ::close(fd);
     for (auto& c : cmd)
       if (c == '\0') c = ' ';
-    if (cmd.find(needle) != std::string::npos) out.push_back(std::stoi(name));
+    if (match(cmd)) out.push_back(std::stoi(name));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<pid_t> processes_with(const std::string& needle) {
+  return scan_processes([&](const std::string& cmd) { return cmd.find(needle) != std::string::npos; });
+}
+
+std::vector<pid_t> commands(const std::string& command) {
+  return scan_processes([&](const std::string& cmd) { return cmd == command + " " || cmd == command; });
 }
 
 bool host_mounts_mention(const std::string& path) {

@@ -33,6 +33,10 @@ std::string bin(const std::string& name);
 /// Pids of host processes whose command line contains `needle` (NULs read as spaces).
 std::vector<pid_t> processes_with(const std::string& needle);
 
+/// Pids of host processes whose command line is `command` or starts with it and a space
+/// (so "sleep 42" finds the sleep, not a `warren exec ... -- sleep 42` client).
+std::vector<pid_t> commands(const std::string& command);
+
 /// Waits up to timeout_ms for pred(); returns its last value.
 template <class Pred>
 bool eventually(Pred pred, int timeout_ms = 10000);

@@ -49,7 +49,7 @@ TEST_CASE("warren sleep hibernates now, keep-alive prevents idle sleep, and a ru
 
   REQUIRE(d.warren({"create", "k", "--sleep-after", "1s", "--keep-alive"}).code == 0);
   auto bg = spawn({bin("warren"), "--socket", d.socket, "exec", "a", "--", "sleep", "4545"});
-  REQUIRE(eventually([] { return !processes_with("sleep 4545").empty(); }));
+  REQUIRE(eventually([] { return !commands("sleep 4545").empty(); }));
   auto refused = d.warren({"sleep", "a"});
   CHECK(refused.code == 125);
   CHECK(refused.err.find("a command is running") != std::string::npos);

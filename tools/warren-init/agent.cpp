@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -23,9 +24,10 @@ namespace {
 
 constexpr std::size_t chunk_bytes = 64 * 1024;
 constexpr auto kill_grace = 2 * kj::SECONDS;
-// After the command exits, output still in its pipes is drained for at most this long; a
-// background child that keeps the pipe open must not hold the call forever.
-constexpr auto drain_after_exit = 200 * kj::MILLISECONDS;
+// After the command exits (and what was left of its process group is killed), its pipes are
+// drained to the end; only a process that left the group can keep them open, and once no
+// output has come for this long the call ends without waiting for it.
+constexpr auto drain_idle = 200 * kj::MILLISECONDS;
 
 std::string str(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
 
@@ -39,6 +41,20 @@ struct exec_job {
   int status = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::uint64_t duration_us = 0;
+  std::uint64_t pumped_bytes = 0;  // Output read so far (progress for the drain watchdog).
+  std::uint64_t sent_bytes[3] = {0, 0, 0};  // Per fd (1, 2): bytes handed to the sink.
+  int sends_in_flight = 0;         // Chunks waiting on the caller's flow control.
+  int pipe_fds[2] = {-1, -1};      // Read ends (owned by the pumps' streams), for FIONREAD.
+
+  // Bytes written into the pipes and not read yet.
+  int unread_bytes() const {
+    int total = 0;
+    for (int fd : pipe_fds) {
+      int n = 0;
+      if (fd >= 0 && ::ioctl(fd, FIONREAD, &n) == 0) total += n;
+    }
+    return total;
+  }
 
   ~exec_job() {
     // Cancelled (caller gone) or finished: no process of this command outlives the call.
@@ -146,14 +162,16 @@ class agent_impl final : public wire::Agent::Server {
 
     auto& low = *io_.lowLevelProvider;
     constexpr auto flags = kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP | kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC;
+    job->pipe_fds[0] = out_r.get();
+    job->pipe_fds[1] = err_r.get();
     auto out_stream = low.wrapInputFd(out_r.release(), flags);
     auto err_stream = low.wrapInputFd(err_r.release(), flags);
-    auto pumps = kj::joinPromises(kj::arr(pump(*out_stream, 1, sink), pump(*err_stream, 2, sink)))
+    exec_job* raw = job.get();
+    auto pumps = kj::joinPromises(kj::arr(pump(*out_stream, 1, sink, raw), pump(*err_stream, 2, sink, raw)))
                      .attach(kj::mv(out_stream), kj::mv(err_stream))
                      .fork();
 
     auto& timer = io_.provider->getTimer();
-    exec_job* raw = job.get();
     kj::Promise<void> deadline = kj::NEVER_DONE;
     if (timeout_ms > 0) {
       deadline = timer.afterDelay(timeout_ms * kj::MILLISECONDS).then([raw, &timer]() {
@@ -165,6 +183,9 @@ class agent_impl final : public wire::Agent::Server {
     auto finished = exited.then([raw](int status) {
       raw->exited = true;
       raw->status = status;
+      // The command is over: whatever is left of its process group goes with it, which also
+      // closes the pipes those processes held.
+      ::kill(-raw->pgid, SIGKILL);
       raw->duration_us = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                                         std::chrono::steady_clock::now() - raw->started)
                                                         .count());
@@ -172,8 +193,8 @@ class agent_impl final : public wire::Agent::Server {
     // Output is pumped while the command runs (eagerly, or a full pipe would block it).
     auto drained = pumps.addBranch().eagerlyEvaluate(nullptr);
     return finished.exclusiveJoin(kj::mv(deadline).then([]() -> kj::Promise<void> { return kj::NEVER_DONE; }))
-        .then([drained = kj::mv(drained), &timer]() mutable {
-          return drained.exclusiveJoin(timer.afterDelay(drain_after_exit));
+        .then([drained = kj::mv(drained), &timer, raw]() mutable {
+          return drained.exclusiveJoin(quiet_for(timer, raw, raw->pumped_bytes));
         })
         .then([context, raw]() mutable {
           auto st = context.getResults().initStatus();
@@ -185,11 +206,22 @@ class agent_impl final : public wire::Agent::Server {
           }
           st.setTimedOut(raw->timed_out);
           st.setDurationUs(raw->duration_us);
+          st.setStdoutBytes(raw->sent_bytes[1]);
+          st.setStderrBytes(raw->sent_bytes[2]);
         })
         .attach(kj::mv(job), kj::mv(pumps));
   }
 
  private:
+  // Resolves once the pipes gave nothing during one drain_idle period. Time spent waiting for
+  // a slow caller to take output (flow control) is not quiet: that output is never dropped.
+  static kj::Promise<void> quiet_for(kj::Timer& timer, exec_job* job, std::uint64_t seen) {
+    return timer.afterDelay(drain_idle).then([&timer, job, seen]() -> kj::Promise<void> {
+      if (job->pumped_bytes == seen && job->sends_in_flight == 0 && job->unread_bytes() == 0) return kj::READY_NOW;
+      return quiet_for(timer, job, job->pumped_bytes);
+    });
+  }
+
   kj::Promise<void> fail_early(ExecContext context, wire::OutputSink::Client sink, const std::string& msg,
                                int code) {
     auto req = sink.writeRequest();
@@ -199,16 +231,22 @@ class agent_impl final : public wire::Agent::Server {
     return req.send().then([context, code]() mutable { context.getResults().initStatus().setExitCode(code); });
   }
 
-  kj::Promise<void> pump(kj::AsyncInputStream& in, std::uint8_t fd, wire::OutputSink::Client sink) {
+  kj::Promise<void> pump(kj::AsyncInputStream& in, std::uint8_t fd, wire::OutputSink::Client sink, exec_job* job) {
     auto buf = kj::heapArray<kj::byte>(chunk_bytes);
     auto data = buf.begin();
     return in.tryRead(data, 1, chunk_bytes)
-        .then([this, &in, fd, sink, buf = kj::mv(buf)](std::size_t n) mutable -> kj::Promise<void> {
+        .then([this, &in, fd, sink, job, buf = kj::mv(buf)](std::size_t n) mutable -> kj::Promise<void> {
           if (n == 0) return kj::READY_NOW;
+          job->pumped_bytes += n;
+          job->sent_bytes[fd] += n;
           auto req = sink.writeRequest();
           req.setFd(fd);
           req.setData(buf.slice(0, n));
-          return req.send().then([this, &in, fd, sink]() mutable { return pump(in, fd, sink); });
+          ++job->sends_in_flight;
+          return req.send().then([this, &in, fd, sink, job]() mutable {
+            --job->sends_in_flight;
+            return pump(in, fd, sink, job);
+          });
         });
   }
 

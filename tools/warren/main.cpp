@@ -107,19 +107,31 @@ bool write_all(int fd, const kj::byte* data, std::size_t size) {
   return true;
 }
 
-// Writes a command's output to our own stdout/stderr as it arrives.
+struct output_counts {
+  std::uint64_t out = 0, err = 0;
+};
+
+// Writes a command's output to our own stdout/stderr as it arrives, counting bytes.
 class terminal_output final : public warren::wire::ExecOutput::Server {
+ public:
+  explicit terminal_output(output_counts& counts) : counts_(counts) {}
+
  protected:
   kj::Promise<void> writeStdout(WriteStdoutContext context) override {
     auto d = context.getParams().getData();
     if (!write_all(1, d.begin(), d.size())) return KJ_EXCEPTION(DISCONNECTED, "stdout closed");
+    counts_.out += d.size();
     return kj::READY_NOW;
   }
   kj::Promise<void> writeStderr(WriteStderrContext context) override {
     auto d = context.getParams().getData();
     if (!write_all(2, d.begin(), d.size())) return KJ_EXCEPTION(DISCONNECTED, "stderr closed");
+    counts_.err += d.size();
     return kj::READY_NOW;
   }
+
+ private:
+  output_counts& counts_;  // Borrowed from cmd_exec, which outlives the connection's calls.
 };
 
 // The message of a remote exception without the RPC layer's decoration.
@@ -265,9 +277,17 @@ int cmd_exec(connection& c, const options& o) {
   }
   r.setCwd(cwd);
   r.setTimeoutMs(timeout_ms);
-  req.setOutput(kj::heap<terminal_output>());
+  output_counts counts;
+  req.setOutput(kj::heap<terminal_output>(counts));
   auto res = req.send().wait(c.io.waitScope);
   auto result = res.getResult();
+  // The result can be seen before the last output calls have been dispatched here (local
+  // calls run on a later turn of the event loop): run the loop until every byte the daemon
+  // delivered has been written.
+  for (int turn = 0; turn < 5000 && (counts.out < result.getStdoutBytes() || counts.err < result.getStderrBytes()); ++turn)
+    c.io.provider->getTimer().afterDelay(1 * kj::MILLISECONDS).wait(c.io.waitScope);
+  if (counts.out < result.getStdoutBytes() || counts.err < result.getStderrBytes())
+    std::fprintf(stderr, "warren: the command's output was cut short (connection problem)\n");
   if (o.json)
     std::fprintf(stderr, "{\"exitCode\":%d,\"signal\":%d,\"timedOut\":%s,\"durationMs\":%llu,\"execId\":%llu}\n",
                  result.getExitCode(), result.getSignal(), result.getTimedOut() ? "true" : "false",
