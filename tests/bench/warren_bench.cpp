@@ -353,6 +353,51 @@ void bench_density(client& c, const daemon_under_test& d, int n, std::vector<row
   rows.push_back(summarize("density: teardown rate (destroy, 32 in flight)", "sandboxes/s", {n / destroy_s}, true));
 }
 
+kj::Promise<void> hibernate(warren::wire::Sandbox::Client sandbox) {
+  return sandbox.hibernateRequest().send().then([](auto res) {
+    if (res.getInfo().getState() != warren::wire::SandboxState::HIBERNATED) broken("hibernate did not hibernate");
+  });
+}
+
+// Hibernate latency, wake-to-first-exec, and what a hibernated sandbox costs the daemon.
+void bench_hibernation(client& c, const daemon_under_test& d, int n, int sleepers, std::vector<row>& rows) {
+  std::vector<double> sleep_ms, wake_ms, bare_ms;
+  for (int i = 0; i < n; ++i) {
+    auto req = c.root.sandboxRequest();
+    req.setName("nap-" + std::to_string(i));
+    auto sandbox = req.send().getSandbox();
+    exec_true(sandbox).wait(c.io.waitScope);
+    sleep_ms.push_back(time_rpc(c, hibernate(sandbox)));
+    bare_ms.push_back(time_process(bare));
+    wake_ms.push_back(time_rpc(c, exec_true(sandbox)));
+  }
+  auto rb = summarize("baseline: fork+exec /bin/true (hibernation pass)", "ms", bare_ms);
+  rows.push_back(rb);
+  rows.push_back(summarize("hibernate (RPC until processes stopped, journaled)", "ms", sleep_ms));
+  rows.push_back(against(summarize("wake-to-first-exec (exec on a hibernated sandbox)", "ms", wake_ms), rb, "p50 <= 15 ms"));
+
+  // Memory: the daemon's RSS growth per sandbox that exists only as a hibernated record.
+  auto rss = [&] { return read_kb("/proc/" + std::to_string(d.pid) + "/status", "VmRSS:"); };
+  auto before = rss();
+  run_window(c, sleepers, 32, [&](int i) {
+    auto req = c.root.sandboxRequest();
+    req.setName("sleeper-" + std::to_string(i));
+    return hibernate(req.send().getSandbox());
+  });
+  auto live = pids_with("warren-init --name sleeper-");
+  if (!live.empty()) broken(std::to_string(live.size()) + " hibernated sandboxes still have processes");
+  row goal;
+  goal.name = "goal: daemon memory per hibernated sandbox";
+  goal.unit = "KB";
+  goal.p50 = goal.p90 = goal.p99 = 1;
+  goal.n = 1;
+  rows.push_back(goal);
+  rows.push_back(against(summarize("daemon RSS growth per hibernated sandbox (" + std::to_string(sleepers) +
+                                       ", no process each; includes the journal's memtable)",
+                                   "KB", {double(rss() - before) / sleepers}),
+                         goal, "<= 1 KB"));
+}
+
 void bench_journal(int events, int replay_events, std::vector<row>& rows) {
   char tmpl[] = "/tmp/warren-bench-journal-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
@@ -487,6 +532,8 @@ int main(int argc, char** argv) {
     bench_burst(c, rows);
     std::fprintf(stderr, "warren_bench: density (N=%d) ...\n", density);
     bench_density(c, d, density, rows);
+    std::fprintf(stderr, "warren_bench: hibernation ...\n");
+    bench_hibernation(c, d, quick ? 15 : 60, quick ? 500 : 2000, rows);
   }
   std::fprintf(stderr, "warren_bench: journal ...\n");
   bench_journal(events, replay, rows);
@@ -497,8 +544,6 @@ int main(int argc, char** argv) {
     std::printf("| %s | %s | %s | %s | %s | %zu | %s | %s | %s |\n", r.name.c_str(), r.unit.c_str(), fmt(r.p50).c_str(),
                 fmt(r.p90).c_str(), fmt(r.p99).c_str(), r.n, r.baseline.empty() ? "-" : r.baseline.c_str(),
                 r.baseline.empty() ? "-" : (fmt(r.ratio) + "x").c_str(), r.goal.empty() ? "" : r.goal.c_str());
-  std::printf("\nNot measured yet: hibernate and wake-to-first-exec, memory per hibernated sandbox "
-              "(hibernation is not implemented).\n");
   std::printf("Total run: %.0f s (%s).\n", ms_since(started) / 1000, quick ? "quick" : "full");
 
   std::ofstream json(out);
