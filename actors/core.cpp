@@ -47,7 +47,16 @@ std::unique_ptr<core> core::start(const core_options& options, storage::journal&
                                   const storage::layout& layout, sandbox_runtime& runtime,
                                   error& err) {
   registry_record rec;
-  for (auto& [seq, bytes] : journal.read(registry_stream)) {
+  std::uint64_t from = 1;
+  if (auto bytes = journal.load_snapshot(registry_stream)) {
+    if (auto snap = wire::decode_registry_snapshot(*bytes)) {
+      rec = from_snapshot(*snap);
+      from = snap->seq + 1;
+    } else {
+      spdlog::warn("event=snapshot_ignored stream=registry reason=\"unreadable or unknown version\"");
+    }
+  }
+  for (auto& [seq, bytes] : journal.read(registry_stream, from)) {
     auto d = wire::decode_envelope(bytes);
     if (d.skipped) {
       rec.last_seq = seq;
@@ -60,7 +69,7 @@ std::unique_ptr<core> core::start(const core_options& options, storage::journal&
     }
     apply(rec, *d.value);
   }
-  spdlog::info("event=registry_replayed sandboxes={} seq={}", rec.names.size(), rec.last_seq);
+  spdlog::info("event=registry_replayed sandboxes={} seq={} from_seq={}", rec.names.size(), rec.last_seq, from);
 
   // Garbage: directories of sandboxes whose destroy was journaled but whose files were not
   // removed yet when the daemon stopped (files always go after the journal entry).

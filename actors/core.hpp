@@ -28,6 +28,12 @@ struct core_options {
   std::uint64_t request_timeout_ms = 30000;
   /// Longest wait for a sandbox's init to come up. Default: 30 s.
   std::uint64_t start_timeout_ms = 30000;
+  /// A sandbox's state is snapshotted every this many events, so that waking replays only
+  /// the tail. Default: 100.
+  std::uint64_t snapshot_every = 100;
+  /// The registry's state is snapshotted every this many registry events (its snapshot holds
+  /// every sandbox, so it is taken less often). Default: 1000.
+  std::uint64_t registry_snapshot_every = 1000;
 };
 
 class core {

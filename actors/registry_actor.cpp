@@ -27,6 +27,7 @@ struct registry_state {
   input_gate gate;
   write_tracker writes;
   bool shutting_down = false;
+  std::uint64_t snapshot_seq = 0;  // Seq of the newest stored registry snapshot.
   std::unordered_map<std::uint64_t, std::function<void()>> pending_stops;  // By sandbox id.
   std::unordered_set<std::string> destroying;  // Names whose destroy is in progress.
 
@@ -69,6 +70,13 @@ void write(registry_actor* self, std::vector<wire::event> events, storage::journ
     wire::envelope e{app.first_seq + envs.size(), at, false, std::move(ev)};
     app.records.push_back(wire::encode_envelope(e));
     envs.push_back(std::move(e));
+  }
+  auto after = s.rec.last_seq + app.records.size();
+  if (after >= s.snapshot_seq + s.options.registry_snapshot_every) {
+    auto next = s.rec;  // O(sandboxes), once per registry_snapshot_every events.
+    for (auto& env : envs) apply(next, env);
+    batch.snapshots.emplace_back(registry_stream, wire::encode_snapshot(to_snapshot(next)));
+    s.snapshot_seq = after;
   }
   batch.appends.insert(batch.appends.begin(), std::move(app));
   s.gate.hold();
@@ -391,6 +399,7 @@ caf::actor spawn_registry(caf::actor_system& system, registry_record replayed, s
   return system.spawn([replayed = std::move(replayed), &journal, &layout, &runtime, options](registry_actor* self) mutable {
     auto& s = self->state;
     s.rec = std::move(replayed);
+    s.snapshot_seq = s.rec.last_seq;  // Count from here; the replay may have used a snapshot.
     s.journal = &journal;
     s.layout = &layout;
     s.runtime = &runtime;

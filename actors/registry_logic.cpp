@@ -32,3 +32,34 @@ void apply(registry_record& rec, const wire::envelope& e) {
 }
 
 }  // namespace warren::actors
+
+namespace warren::actors {
+
+wire::registry_snapshot to_snapshot(const registry_record& rec) {
+  wire::registry_snapshot s;
+  s.seq = rec.last_seq;
+  s.next_id = rec.next_id;
+  s.entries.reserve(rec.names.size());
+  for (auto& [name, e] : rec.names)
+    s.entries.push_back({name, e.id, e.created_at_ms, e.sleep_after_ms, e.keep_alive, e.hibernated});
+  return s;
+}
+
+registry_record from_snapshot(const wire::registry_snapshot& s) {
+  registry_record rec;
+  rec.last_seq = s.seq;
+  rec.next_id = s.next_id;
+  rec.names.reserve(s.entries.size());
+  for (auto& e : s.entries) {
+    registry_entry entry;
+    entry.id = e.sandbox_id;
+    entry.created_at_ms = entry.last_activity_ms = e.created_at_ms;
+    entry.sleep_after_ms = e.sleep_after_ms;
+    entry.keep_alive = e.keep_alive;
+    entry.hibernated = e.hibernated;
+    rec.names.emplace(e.name, entry);
+  }
+  return rec;
+}
+
+}  // namespace warren::actors

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "wire/events.hpp"
+#include "wire/snapshots.hpp"
 
 namespace warren::actors {
 
@@ -35,5 +36,9 @@ struct registry_record {
 
 /// Applies one registry event. Never fails, never does I/O.
 void apply(registry_record& rec, const wire::envelope& e);
+
+/// State snapshots of the registry (the durable fields only).
+wire::registry_snapshot to_snapshot(const registry_record& rec);
+registry_record from_snapshot(const wire::registry_snapshot& snap);
 
 }  // namespace warren::actors

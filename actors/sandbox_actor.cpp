@@ -27,6 +27,8 @@ struct sandbox_state {
   std::function<void()> on_stopped;
   bool retired = false;  // Stopped for good (destroy or daemon shutdown); refuses all work.
 
+  std::uint64_t snapshot_seq = 0;  // Seq of the newest stored snapshot.
+
   // Idle detection: one timer at a time (delayed_send cannot be cancelled).
   bool idle_timer_armed = false;
   std::uint64_t cpu_seen_us = 0;
@@ -65,6 +67,7 @@ void write(sandbox_actor* self, std::vector<wire::event> events, std::function<v
     app.records.push_back(wire::encode_envelope(envs.back()));
   }
   st.gate.hold();
+  auto envs_for_snapshot = envs;
   auto done = st.writes.track(caf::actor_cast<caf::actor>(self),
                               [self, envs = std::move(envs), then = std::move(then)](const error& e) {
                                 if (!e)
@@ -73,6 +76,15 @@ void write(sandbox_actor* self, std::vector<wire::event> events, std::function<v
                                 self->state.gate.release();
                               });
   storage::journal_batch batch;
+  // Every snapshot_every events the state after this batch goes into the same batch, so a
+  // snapshot never runs ahead of (or behind) the events it summarizes.
+  auto after = st.rec.last_seq + app.records.size();
+  if (after >= st.snapshot_seq + st.options.snapshot_every) {
+    auto next = st.rec;
+    for (auto& env : envs_for_snapshot) apply(next, env);
+    batch.snapshots.emplace_back(st.rec.id, wire::encode_snapshot(to_snapshot(next)));
+    st.snapshot_seq = after;
+  }
   batch.appends.push_back(std::move(app));
   st.journal->append(std::move(batch), std::move(done));
 }
@@ -205,9 +217,21 @@ caf::behavior broken_behavior(sandbox_actor* self, error why) {
 
 caf::behavior sandbox_behavior(sandbox_actor* self) {
   auto& st = self->state;
-  // Replay. Blocking RocksDB reads on a worker thread, once per spawn; TODO(perf): state
-  // snapshots so that this reads only the tail.
-  for (auto& [seq, bytes] : st.journal->read(st.rec.id)) {
+  // Rehydration: the newest snapshot, then the events after it. Blocking RocksDB reads on a
+  // worker thread, once per spawn. A snapshot that does not decode, has another version or
+  // belongs elsewhere is ignored, and the whole stream is replayed.
+  std::uint64_t from = 1;
+  if (auto bytes = st.journal->load_snapshot(st.rec.id)) {
+    auto snap = wire::decode_sandbox_snapshot(*bytes);
+    if (snap && snap->sandbox_id == st.rec.id && snap->name == st.rec.name) {
+      st.rec = from_snapshot(*snap);
+      st.snapshot_seq = snap->seq;
+      from = snap->seq + 1;
+    } else {
+      spdlog::warn("event=snapshot_ignored sandbox={} reason=\"unreadable or unknown version\"", st.spec.name);
+    }
+  }
+  for (auto& [seq, bytes] : st.journal->read(st.rec.id, from)) {
     auto d = wire::decode_envelope(bytes);
     if (d.skipped) {
       st.rec.last_seq = seq;

@@ -146,6 +146,35 @@ std::uint64_t idle_deadline_ms(const sandbox_record& rec, std::uint64_t last_act
   return last_activity_ms + rec.config.sleep_after_ms;
 }
 
+wire::sandbox_snapshot to_snapshot(const sandbox_record& rec) {
+  wire::sandbox_snapshot s;
+  s.seq = rec.last_seq;
+  s.name = rec.name;
+  s.sandbox_id = rec.id;
+  s.created_at_ms = rec.created_at_ms;
+  s.exec_count = rec.exec_count;
+  s.open_execs.assign(rec.open_execs.begin(), rec.open_execs.end());
+  s.sleep_after_ms = rec.config.sleep_after_ms;
+  s.keep_alive = rec.config.keep_alive;
+  s.hibernated = rec.hibernated;
+  s.hibernations = rec.hibernations;
+  return s;
+}
+
+sandbox_record from_snapshot(const wire::sandbox_snapshot& s) {
+  sandbox_record rec;
+  rec.last_seq = s.seq;
+  rec.name = s.name;
+  rec.id = s.sandbox_id;
+  rec.created_at_ms = s.created_at_ms;
+  rec.exec_count = s.exec_count;
+  rec.open_execs.insert(s.open_execs.begin(), s.open_execs.end());
+  rec.config = {s.sleep_after_ms, s.keep_alive};
+  rec.hibernated = s.hibernated;
+  rec.hibernations = s.hibernations;
+  return rec;
+}
+
 std::string record_json(const sandbox_record& rec) {
   std::string open = "[";
   for (auto id : rec.open_execs) open += (open.size() > 1 ? "," : "") + std::to_string(id);

@@ -9,6 +9,7 @@
 
 #include "actors/types.hpp"
 #include "wire/events.hpp"
+#include "wire/snapshots.hpp"
 
 namespace warren::actors {
 
@@ -77,6 +78,10 @@ bool may_hibernate(const sandbox_record& rec, std::uint64_t now_ms, std::uint64_
 
 /// When to look again: the moment sleep_after elapses after the last activity.
 std::uint64_t idle_deadline_ms(const sandbox_record& rec, std::uint64_t last_activity_ms);
+
+/// State snapshots: the record as a snapshot and back (exact round trip).
+wire::sandbox_snapshot to_snapshot(const sandbox_record& rec);
+sandbox_record from_snapshot(const wire::sandbox_snapshot& snap);
 
 /// The replayed state as a JSON object, for `warren journal --at`.
 std::string record_json(const sandbox_record& rec);

@@ -25,6 +25,13 @@ std::uint64_t get_be64(const char* p) {
 }
 
 constexpr const char* journal_cf_name = "journal";
+constexpr const char* snapshot_cf_name = "snapshots";
+
+std::string snapshot_key(std::uint64_t stream) {
+  std::string key;
+  put_be64(key, stream);
+  return key;
+}
 
 struct pending {
   journal_batch batch;
@@ -46,6 +53,7 @@ struct journal::impl {
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;  // Owned; destroyed before db.
   rocksdb::ColumnFamilyHandle* cf = nullptr;          // Borrowed from handles.
+  rocksdb::ColumnFamilyHandle* snapshot_cf = nullptr; // Borrowed from handles.
 
   std::mutex mutex;
   std::condition_variable wake;
@@ -92,8 +100,11 @@ struct journal::impl {
                                               ", got " + std::to_string(a.first_seq));
       it->second = a.first_seq + a.records.size() - 1;
     }
-    for (auto stream : batch.erase_streams)
+    for (auto stream : batch.erase_streams) {
       wb.DeleteRange(cf, journal_key(stream, 0), journal_key(stream + 1, 0));
+      wb.Delete(snapshot_cf, snapshot_key(stream));
+    }
+    for (auto& [stream, bytes] : batch.snapshots) wb.Put(snapshot_cf, snapshot_key(stream), bytes);
     for (auto& a : batch.appends) {
       std::uint64_t seq = a.first_seq;
       for (auto& r : a.records) wb.Put(cf, journal_key(a.stream, seq++), r);
@@ -180,6 +191,7 @@ std::unique_ptr<journal> journal::open(const journal_options& options, error& er
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
       {journal_cf_name, rocksdb::ColumnFamilyOptions()},
+      {snapshot_cf_name, rocksdb::ColumnFamilyOptions()},
   };
   auto p = std::make_unique<impl>();
   p->options = options;
@@ -192,6 +204,7 @@ std::unique_ptr<journal> journal::open(const journal_options& options, error& er
   }
   p->db.reset(raw);
   p->cf = p->handles[1];
+  p->snapshot_cf = p->handles[2];
   return std::unique_ptr<journal>(new journal(std::move(p)));
 }
 
@@ -224,6 +237,13 @@ std::vector<std::pair<std::uint64_t, std::string>> journal::read(std::uint64_t s
 }
 
 std::uint64_t journal::last_seq(std::uint64_t stream) const { return impl_->read_last_seq(stream); }
+
+std::optional<std::string> journal::load_snapshot(std::uint64_t stream) const {
+  std::string value;
+  auto s = impl_->db->Get(rocksdb::ReadOptions(), impl_->snapshot_cf, snapshot_key(stream), &value);
+  if (!s.ok()) return std::nullopt;  // NotFound, or unreadable: either way, replay in full.
+  return value;
+}
 
 journal::stats journal::get_stats() const {
   std::lock_guard lock(impl_->mutex);

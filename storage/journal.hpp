@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,7 +38,9 @@ struct stream_append {
 /// Everything one command writes: applied atomically or not at all.
 struct journal_batch {
   std::vector<stream_append> appends;
-  std::vector<std::uint64_t> erase_streams;  ///< Streams deleted in the same batch.
+  std::vector<std::uint64_t> erase_streams;  ///< Streams deleted (with their snapshot) in the same batch.
+  /// State snapshots to store with the batch, one per stream (replacing the previous one).
+  std::vector<std::pair<std::uint64_t, std::string>> snapshots;
 };
 
 /// Called once per append, on the writer thread; an empty error means durable.
@@ -62,6 +65,9 @@ class journal {
   /// Thread-safe; blocking (a RocksDB iterator, no fsync). Used for replay and tools.
   std::vector<std::pair<std::uint64_t, std::string>> read(std::uint64_t stream, std::uint64_t from_seq = 1,
                                                           std::size_t limit = 0) const;
+
+  /// The stream's latest state snapshot, if any. Thread-safe; blocking.
+  std::optional<std::string> load_snapshot(std::uint64_t stream) const;
 
   /// Highest seq in `stream`, 0 if empty. Thread-safe; blocking.
   std::uint64_t last_seq(std::uint64_t stream) const;

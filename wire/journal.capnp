@@ -76,3 +76,35 @@ struct SandboxConfigured {
   name @2 :Text;            # Its name (the registry's key).
   sandboxId @3 :UInt64;     # Its incarnation.
 }
+
+# State snapshots: a cache of replay, never the truth. A reader ignores a snapshot whose
+# version it does not know (or that does not decode) and replays the whole stream instead.
+
+struct SandboxSnapshot {
+  version @0 :UInt32;          # Format version: 1.
+  seq @1 :UInt64;              # The last event applied.
+  name @2 :Text;
+  sandboxId @3 :UInt64;
+  createdAtMs @4 :UInt64;
+  execCount @5 :UInt64;
+  openExecs @6 :List(UInt64);  # Execs started and not finished.
+  sleepAfterMs @7 :UInt64;
+  keepAlive @8 :Bool;
+  hibernated @9 :Bool;
+  hibernations @10 :UInt64;
+}
+
+struct RegistrySnapshot {
+  version @0 :UInt32;          # Format version: 1.
+  seq @1 :UInt64;              # The last registry event applied.
+  nextId @2 :UInt64;           # Next incarnation id (ids are never reused).
+  entries @3 :List(Entry);
+  struct Entry {
+    name @0 :Text;
+    sandboxId @1 :UInt64;
+    createdAtMs @2 :UInt64;
+    sleepAfterMs @3 :UInt64;
+    keepAlive @4 :Bool;
+    hibernated @5 :Bool;
+  }
+}

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "wire/events.hpp"
+#include "wire/snapshots.hpp"
 
 using namespace warren::wire;
 
@@ -108,4 +109,30 @@ TEST_CASE("write the newest golden journal", "[.golden]") {
          "# new file for a new schema version; every file must keep decoding.\n";
   for (auto& e : golden_v2()) out << hex(encode_envelope(e)) << "\n";
   REQUIRE(out.good());
+}
+
+TEST_CASE("snapshots round-trip and an unknown version or garbage is no snapshot", "[codec][snapshot]") {
+  sandbox_snapshot s;
+  s.seq = 42;
+  s.name = "demo";
+  s.sandbox_id = 7;
+  s.exec_count = 9;
+  s.open_execs = {8, 9};
+  s.sleep_after_ms = 1000;
+  s.hibernated = true;
+  s.hibernations = 3;
+  auto back = decode_sandbox_snapshot(encode_snapshot(s));
+  REQUIRE(back);
+  CHECK(*back == s);
+  auto future = s;
+  future.version = 99;
+  CHECK_FALSE(decode_sandbox_snapshot(encode_snapshot(future)));
+  CHECK_FALSE(decode_sandbox_snapshot("nonsense"));
+  registry_snapshot r;
+  r.seq = 5;
+  r.next_id = 12;
+  r.entries = {{"a", 1, 10, 600000, false, true}, {"b", 11, 20, 1000, true, false}};
+  auto rb = decode_registry_snapshot(encode_snapshot(r));
+  REQUIRE(rb);
+  CHECK(*rb == r);
 }

@@ -1,0 +1,115 @@
+#include "wire/snapshots.hpp"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <cstring>
+
+#include "wire/journal.capnp.h"
+
+namespace warren::wire {
+namespace {
+
+namespace j = warren::wire::journal;
+
+std::string to_bytes(capnp::MessageBuilder& message) {
+  auto words = capnp::messageToFlatArray(message);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+// Runs `read` on the message in `bytes` (copied to aligned words); nullopt on any failure.
+template <class T, class F>
+std::optional<T> with_reader(std::string_view bytes, F read) {
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) return std::nullopt;
+  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  try {
+    // A registry snapshot of 100,000 sandboxes is a few MB: allow for it.
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = 1ull << 28;
+    capnp::FlatArrayMessageReader reader(words, options);
+    return read(reader);
+  } catch (const kj::Exception&) {
+    return std::nullopt;
+  }
+}
+
+std::string str(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
+
+}  // namespace
+
+std::string encode_snapshot(const sandbox_snapshot& s) {
+  capnp::MallocMessageBuilder message;
+  auto b = message.initRoot<j::SandboxSnapshot>();
+  b.setVersion(s.version);
+  b.setSeq(s.seq);
+  b.setName(s.name);
+  b.setSandboxId(s.sandbox_id);
+  b.setCreatedAtMs(s.created_at_ms);
+  b.setExecCount(s.exec_count);
+  auto open = b.initOpenExecs(s.open_execs.size());
+  for (unsigned i = 0; i < s.open_execs.size(); ++i) open.set(i, s.open_execs[i]);
+  b.setSleepAfterMs(s.sleep_after_ms);
+  b.setKeepAlive(s.keep_alive);
+  b.setHibernated(s.hibernated);
+  b.setHibernations(s.hibernations);
+  return to_bytes(message);
+}
+
+std::string encode_snapshot(const registry_snapshot& s) {
+  capnp::MallocMessageBuilder message;
+  auto b = message.initRoot<j::RegistrySnapshot>();
+  b.setVersion(s.version);
+  b.setSeq(s.seq);
+  b.setNextId(s.next_id);
+  auto entries = b.initEntries(s.entries.size());
+  for (unsigned i = 0; i < s.entries.size(); ++i) {
+    auto& e = s.entries[i];
+    auto o = entries[i];
+    o.setName(e.name);
+    o.setSandboxId(e.sandbox_id);
+    o.setCreatedAtMs(e.created_at_ms);
+    o.setSleepAfterMs(e.sleep_after_ms);
+    o.setKeepAlive(e.keep_alive);
+    o.setHibernated(e.hibernated);
+  }
+  return to_bytes(message);
+}
+
+std::optional<sandbox_snapshot> decode_sandbox_snapshot(std::string_view bytes) {
+  return with_reader<sandbox_snapshot>(bytes, [](capnp::MessageReader& reader) -> std::optional<sandbox_snapshot> {
+    auto r = reader.getRoot<j::SandboxSnapshot>();
+    if (r.getVersion() != snapshot_version) return std::nullopt;
+    sandbox_snapshot s;
+    s.seq = r.getSeq();
+    s.name = str(r.getName());
+    s.sandbox_id = r.getSandboxId();
+    s.created_at_ms = r.getCreatedAtMs();
+    s.exec_count = r.getExecCount();
+    for (auto id : r.getOpenExecs()) s.open_execs.push_back(id);
+    s.sleep_after_ms = r.getSleepAfterMs();
+    s.keep_alive = r.getKeepAlive();
+    s.hibernated = r.getHibernated();
+    s.hibernations = r.getHibernations();
+    return s;
+  });
+}
+
+std::optional<registry_snapshot> decode_registry_snapshot(std::string_view bytes) {
+  return with_reader<registry_snapshot>(bytes, [](capnp::MessageReader& reader) -> std::optional<registry_snapshot> {
+    auto r = reader.getRoot<j::RegistrySnapshot>();
+    if (r.getVersion() != snapshot_version) return std::nullopt;
+    registry_snapshot s;
+    s.seq = r.getSeq();
+    s.next_id = r.getNextId();
+    s.entries.reserve(r.getEntries().size());
+    for (auto e : r.getEntries())
+      s.entries.push_back({str(e.getName()), e.getSandboxId(), e.getCreatedAtMs(), e.getSleepAfterMs(),
+                           e.getKeepAlive(), e.getHibernated()});
+    return s;
+  });
+}
+
+}  // namespace warren::wire

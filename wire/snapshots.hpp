@@ -1,0 +1,55 @@
+// State snapshots as plain values, and their codec (journal.capnp SandboxSnapshot and
+// RegistrySnapshot). A snapshot is a cache of replay: decode failures and unknown versions
+// are reported as "no snapshot", and the caller replays the whole stream.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace warren::wire {
+
+inline constexpr std::uint32_t snapshot_version = 1;
+
+struct sandbox_snapshot {
+  std::uint32_t version = snapshot_version;
+  std::uint64_t seq = 0;
+  std::string name;
+  std::uint64_t sandbox_id = 0;
+  std::uint64_t created_at_ms = 0;
+  std::uint64_t exec_count = 0;
+  std::vector<std::uint64_t> open_execs;
+  std::uint64_t sleep_after_ms = 0;
+  bool keep_alive = false;
+  bool hibernated = false;
+  std::uint64_t hibernations = 0;
+  bool operator==(const sandbox_snapshot&) const = default;
+};
+
+struct registry_snapshot {
+  struct entry {
+    std::string name;
+    std::uint64_t sandbox_id = 0;
+    std::uint64_t created_at_ms = 0;
+    std::uint64_t sleep_after_ms = 0;
+    bool keep_alive = false;
+    bool hibernated = false;
+    bool operator==(const entry&) const = default;
+  };
+  std::uint32_t version = snapshot_version;
+  std::uint64_t seq = 0;
+  std::uint64_t next_id = 1;
+  std::vector<entry> entries;
+  bool operator==(const registry_snapshot&) const = default;
+};
+
+std::string encode_snapshot(const sandbox_snapshot& s);
+std::string encode_snapshot(const registry_snapshot& s);
+
+/// Empty when the bytes do not decode or carry another version.
+std::optional<sandbox_snapshot> decode_sandbox_snapshot(std::string_view bytes);
+std::optional<registry_snapshot> decode_registry_snapshot(std::string_view bytes);
+
+}  // namespace warren::wire
