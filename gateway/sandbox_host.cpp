@@ -147,7 +147,7 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
                    if (msg.size() > 0) {
                      std::string text(msg.cStr());
                      while (!text.empty() && text.back() == '\n') text.pop_back();
-                     return KJ_EXCEPTION(FAILED, text);
+                     return kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__, kj::str(text.c_str()));
                    }
                    return agent.pingRequest().send().ignoreResult();
                  })

@@ -64,6 +64,7 @@ struct journal::impl {
 
   // Writer thread only: the last seq of every stream touched, to enforce seq == last + 1.
   std::unordered_map<std::uint64_t, std::uint64_t> last_seqs;
+  bool needs_resume = false;  // Writer thread only: the last write failed.
 
   std::uint64_t read_last_seq(std::uint64_t stream) const {
     std::string upper = journal_key(stream + 1, 0);
@@ -129,6 +130,12 @@ struct journal::impl {
       std::vector<error> results(work.size());
       for (std::size_t i = 0; i < work.size(); ++i) results[i] = add_batch(work[i].batch, wb, staged);
       bool wrote = false;
+      if (needs_resume) {
+        // The last write failed (e.g. the disk was full); RocksDB refuses writes until it
+        // is resumed. If it cannot resume yet, this group fails like the last one.
+        auto r = db->Resume();
+        needs_resume = !r.ok();
+      }
       if (wb.Count() > 0) {
         rocksdb::WriteOptions wo;
         wo.sync = options.sync;
@@ -141,6 +148,7 @@ struct journal::impl {
           // What is on disk is unknown now: forget the cached seqs so they are re-read.
           staged.clear();
           last_seqs.clear();
+          needs_resume = true;
         }
       }
       for (auto& [stream, seq] : staged) last_seqs[stream] = seq;

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 
 #include <filesystem>
@@ -156,4 +157,36 @@ TEST_CASE("kill -9 at random moments under load never loses an acknowledged chan
     CHECK(check.out.find(" 0 with problems") != std::string::npos);
   }
   CHECK(d.warren({"ls"}).out.find("needs-repair") == std::string::npos);
+}
+
+TEST_CASE("a full disk makes a start fail cleanly with the reason, and it works once there is room", "[e2e][faults]") {
+  test_dir dir;
+  auto mnt = dir.path + "/small";
+  fs::create_directories(mnt);
+  REQUIRE(::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=256m") == 0);
+  struct unmount {
+    std::string path;
+    ~unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } guard{mnt};
+  {
+    warrend_process d({"--data-dir", mnt + "/data"});
+    REQUIRE(d.warren({"create", "before"}).code == 0);
+    {
+      int fd = ::open((mnt + "/filler").c_str(), O_WRONLY | O_CREAT, 0600);
+      std::vector<char> block(1 << 20, 'x');
+      while (::write(fd, block.data(), block.size()) > 0) {
+      }
+      ::close(fd);
+    }
+    auto full = d.warren({"exec", "after", "--", "true"});
+    INFO(full.err);
+    CHECK(full.code == 125);
+    CHECK(full.err.find("No space left on device") != std::string::npos);
+    CHECK(full.err.find("text = ") == std::string::npos);  // A sentence, not a KJ dump.
+    // The daemon and the running sandbox carry on (the journal has its preallocated room).
+    CHECK(d.warren({"exec", "before", "--", "echo", "still"}).out == "still\n");
+    CHECK(d.warren({"journal", "--check"}).code == 0);
+    fs::remove(mnt + "/filler");
+    CHECK(d.warren({"exec", "after", "--", "echo", "ok"}).out == "ok\n");
+  }
 }
