@@ -21,3 +21,26 @@ TEST_CASE("the registry replays creates and destroys and never reuses an id", "[
   CHECK(rec.names.at("b").id == 3);
   CHECK(rec.next_id == 4);
 }
+
+TEST_CASE("the registry holds 100,000 sandboxes and snapshots them exactly", "[registry][scale]") {
+  registry_record rec;
+  std::uint64_t seq = 0;
+  for (std::uint64_t id = 1; id <= 100000; ++id) {
+    auto name = "sandbox-" + std::to_string(id);
+    apply(rec, {++seq, id, false, wire::sandbox_created{name, id}});
+    if (id % 2 == 0) apply(rec, {++seq, id, false, wire::sandbox_hibernated{id, "idle", name}});
+  }
+  REQUIRE(rec.names.size() == 100000);
+  CHECK(rec.names.at("sandbox-77").hibernated == false);
+  CHECK(rec.names.at("sandbox-78").hibernated == true);
+  auto bytes = wire::encode_snapshot(to_snapshot(rec));
+  CHECK(bytes.size() < 100000 * 100);  // Under 100 bytes a sandbox.
+  auto back = wire::decode_registry_snapshot(bytes);
+  REQUIRE(back);
+  auto restored = from_snapshot(*back);
+  CHECK(restored.names.size() == 100000);
+  CHECK(restored.next_id == 100001);
+  CHECK(restored.last_seq == seq);
+  CHECK(restored.names.at("sandbox-78").hibernated);
+  CHECK(restored.names.at("sandbox-99999").id == 99999);
+}
