@@ -90,3 +90,38 @@ TEST_CASE("a sandbox has only a loopback network", "[isolation]") {
   CHECK(r.out == "lo\n");
   CHECK(sh(d, "a", "cat /proc/net/route | wc -l").out == "1\n");  // Header only: no route.
 }
+
+TEST_CASE("seccomp: a sandbox cannot create user namespaces, use keyrings or io_uring, or inject terminal input", "[isolation][seccomp]") {
+  warrend_process d;
+  // A user namespace would give root inside it every capability again (for its own objects).
+  CHECK(sh(d, "a", "unshare -U true").code != 0);
+  CHECK(sh(d, "a", "unshare -Ur true").code != 0);
+  auto sys = [&](const std::string& call) {
+    return sh(d, "a", "python3 -c 'import ctypes; libc = ctypes.CDLL(None, use_errno=True); r = libc.syscall(" + call +
+                          "); print(r, ctypes.get_errno())'")
+        .out;
+  };
+  CHECK(sys("250, 0, -3, 0") == "-1 1\n");   // keyctl(KEYCTL_GET_KEYRING_ID, session): EPERM
+  CHECK(sys("425, 1, None") == "-1 1\n");    // io_uring_setup: EPERM (EFAULT if it reached the kernel)
+  CHECK(sys("248, None, None, None, 0").find("-1 1") == 0);  // add_key: EPERM
+  // TIOCSTI on its own controlling terminal: would push input into another program's stdin.
+  auto tty = sh(d, "a", R"(python3 -c '
+import os, pty, fcntl, termios
+m, s = pty.openpty()
+name = os.ttyname(s)
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    fd = os.open(name, os.O_RDWR)
+    try:
+        fcntl.ioctl(fd, termios.TIOCSTI, b"x")
+        print("injected", flush=True)
+    except OSError as e:
+        print("refused", e.errno, flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+')");
+  CHECK(tty.out == "refused 1\n");
+  // Ordinary work is unaffected: threads, processes, pipes, ptys.
+  CHECK(sh(d, "a", "python3 -c 'import threading,subprocess; t=threading.Thread(target=print); t.start(); t.join(); subprocess.run([\"true\"], check=True)'").code == 0);
+}

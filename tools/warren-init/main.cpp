@@ -6,7 +6,7 @@
 //   --name N --sandbox-dir D --base-dir B [--cgroup C]
 // It joins its cgroup, keeps mounts from propagating to the host, sets the hostname, brings
 // up loopback, builds and pivots into the root filesystem, drops capabilities from the
-// bounding set, closes the status pipe (success) and serves the agent link until the daemon
+// bounding set, installs the seccomp filter, closes the status pipe (success) and serves the agent link until the daemon
 // hangs up. Any setup failure is written to the status pipe as one line and ends the process.
 // It dies with the daemon (PR_SET_PDEATHSIG), and as PID 1 it takes every process of the
 // sandbox with it.
@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
     // Once for the whole sandbox: every command is spawned by PID 1 and inherits the reduced
     // bounding set and no_new_privs (PID 1 keeps its own effective capabilities).
     restrict_capabilities();
+    install_seccomp();
   } catch (const init_error& e) {
     report(e.what());
     return 1;

@@ -92,6 +92,10 @@ void enter_root(const root_config& c);
 /// bounding set, and sets no_new_privs. Called once in PID 1; commands inherit both.
 void restrict_capabilities();
 
+/// seccomp.cpp: installs the sandbox's system-call filter (inherited by every command).
+/// PID 1 calls it last: after it, no mount and no new user namespace is possible.
+void install_seccomp();
+
 /// agent.cpp: serves the Agent interface on `sock_fd` until the daemon hangs up.
 int serve_agent(int sock_fd);
 
