@@ -1,6 +1,7 @@
 #include "gateway/cgroups.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,6 +45,29 @@ error remove_dir(const std::string& dir) {
 
 }  // namespace
 
+// Mount points of cgroup v1 hierarchies by controller ("memory" -> /sys/fs/cgroup/memory).
+std::vector<std::pair<std::string, std::string>> find_cgroup1_mounts() {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream tail(line.substr(dash + 3));
+    std::string fstype, source, options;
+    tail >> fstype >> source >> options;
+    if (fstype != "cgroup") continue;
+    std::istringstream head(line.substr(0, dash));
+    std::string id, parent, devs, root, mount_point;
+    head >> id >> parent >> devs >> root >> mount_point;
+    std::istringstream opts(options);
+    std::string opt;
+    while (std::getline(opts, opt, ','))
+      if (opt == "memory" || opt == "pids" || opt == "cpu") out.emplace_back(opt, mount_point);
+  }
+  return out;
+}
+
 std::optional<std::string> find_cgroup2_root() {
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
@@ -65,9 +89,50 @@ std::optional<std::string> find_cgroup2_root() {
   return found;
 }
 
+cgroup_tree::cgroup_tree(std::string v2_root, std::string name, cgroup_limits limits)
+    : parent_(v2_root + "/" + name), limits_(limits) {
+  auto available = read_file(v2_root + "/cgroup.controllers");
+  auto has = [&](const char* c) { return (" " + available + " ").find(std::string(" ") + c) != std::string::npos; };
+  v2_limits_ = has("memory") && has("pids");
+  if (!v2_limits_)
+    for (auto& [controller, mount] : find_cgroup1_mounts()) v1_parents_.emplace_back(controller, mount + "/" + name);
+}
+
+const char* cgroup_tree::limits_mode() const { return v2_limits_ ? "cgroup2" : v1_parents_.empty() ? "none" : "cgroup1"; }
+
+namespace {
+
+// Kills what is left in a stale cgroup directory and removes it (v1: kill its tasks).
+void remove_stale(const std::string& dir) {
+  if (!write_file(dir + "/cgroup.kill", "1")) {
+    std::istringstream procs(read_file(dir + "/cgroup.procs"));
+    pid_t pid;
+    while (procs >> pid) ::kill(pid, SIGKILL);
+  }
+  for (int i = 0; i < 200 && populated(dir); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ::rmdir(dir.c_str());
+}
+
+}  // namespace
+
 error cgroup_tree::prepare() {
+  if (v2_limits_) {
+    // Delegate the controllers down to the sandboxes' cgroups; a controller the kernel lacks
+    // is simply not enabled (its limit then does not apply).
+    auto root = parent_.substr(0, parent_.rfind('/'));
+    for (auto c : {"+memory", "+pids", "+cpu"}) write_file(root + "/cgroup.subtree_control", c);
+  }
   if (::mkdir(parent_.c_str(), 0755) < 0 && errno != EEXIST)
     return make_error(errc::internal, "mkdir " + parent_ + ": " + std::strerror(errno));
+  if (v2_limits_)
+    for (auto c : {"+memory", "+pids", "+cpu"}) write_file(parent_ + "/cgroup.subtree_control", c);
+  for (auto& [controller, dir] : v1_parents_) {
+    if (::mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST)
+      return make_error(errc::internal, "mkdir " + dir + ": " + std::strerror(errno));
+    std::error_code ec;
+    for (auto& entry : std::filesystem::directory_iterator(dir, ec))
+      if (entry.is_directory() && entry.path().filename().string().rfind("sb-", 0) == 0) remove_stale(entry.path());
+  }
   // Leftovers of a daemon that was killed: its sandboxes died with it (PDEATHSIG), but
   // their cgroup directories remain.
   std::error_code ec;
@@ -82,10 +147,43 @@ error cgroup_tree::prepare() {
   return {};
 }
 
-error cgroup_tree::create(std::uint64_t sandbox_id) {
+error cgroup_tree::create(std::uint64_t sandbox_id, std::vector<std::string>& join) {
+  auto leaf = "/sb-" + std::to_string(sandbox_id);
+  auto make = [&](const std::string& dir) -> error {
+    if (::mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST)
+      return make_error(errc::start_failed, "mkdir " + dir + ": " + std::strerror(errno));
+    join.push_back(dir);
+    return {};
+  };
+  auto set = [&](const std::string& file, const std::string& value) -> error {
+    if (write_file(file, value)) return {};
+    return make_error(errc::start_failed, "cannot set " + file + " to " + value + ": " + std::strerror(errno));
+  };
   auto dir = path(sandbox_id);
-  if (::mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST)
-    return make_error(errc::start_failed, "mkdir " + dir + ": " + std::strerror(errno));
+  if (auto e = make(dir)) return e;
+  auto& l = limits_;
+  if (v2_limits_) {
+    if (l.memory_bytes)
+      if (auto e = set(dir + "/memory.max", std::to_string(l.memory_bytes))) return e;
+    if (l.pids_max)
+      if (auto e = set(dir + "/pids.max", std::to_string(l.pids_max))) return e;
+    if (l.cpu_millis) set(dir + "/cpu.max", std::to_string(l.cpu_millis * 100) + " 100000");  // Optional controller.
+    return {};
+  }
+  for (auto& [controller, parent] : v1_parents_) {
+    auto d = parent + leaf;
+    if (controller == "memory" && l.memory_bytes) {
+      if (auto e = make(d)) return e;
+      if (auto e = set(d + "/memory.limit_in_bytes", std::to_string(l.memory_bytes))) return e;
+    } else if (controller == "pids" && l.pids_max) {
+      if (auto e = make(d)) return e;
+      if (auto e = set(d + "/pids.max", std::to_string(l.pids_max))) return e;
+    } else if (controller == "cpu" && l.cpu_millis) {
+      if (auto e = make(d)) return e;
+      set(d + "/cpu.cfs_period_us", "100000");
+      if (auto e = set(d + "/cpu.cfs_quota_us", std::to_string(l.cpu_millis * 100))) return e;
+    }
+  }
   return {};
 }
 
@@ -98,7 +196,11 @@ bool cgroup_tree::is_empty(std::uint64_t sandbox_id) const {
   return !populated(dir);
 }
 
-error cgroup_tree::remove(std::uint64_t sandbox_id) { return remove_dir(path(sandbox_id)); }
+error cgroup_tree::remove(std::uint64_t sandbox_id) {
+  auto leaf = "/sb-" + std::to_string(sandbox_id);
+  for (auto& [controller, parent] : v1_parents_) remove_dir(parent + leaf);  // Empty once v2 is.
+  return remove_dir(path(sandbox_id));
+}
 
 std::uint64_t cgroup_tree::cpu_usage_us(std::uint64_t sandbox_id) const {
   auto stat = read_file(path(sandbox_id) + "/cpu.stat");
@@ -107,6 +209,9 @@ std::uint64_t cgroup_tree::cpu_usage_us(std::uint64_t sandbox_id) const {
   return std::strtoull(stat.c_str() + at + 11, nullptr, 10);
 }
 
-void cgroup_tree::remove_parent() { ::rmdir(parent_.c_str()); }
+void cgroup_tree::remove_parent() {
+  for (auto& [controller, parent] : v1_parents_) ::rmdir(parent.c_str());
+  ::rmdir(parent_.c_str());
+}
 
 }  // namespace warren::gateway

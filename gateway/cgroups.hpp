@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "wire/errors.hpp"
 
@@ -15,18 +17,32 @@ namespace warren::gateway {
 /// The cgroup2 mount point, from /proc/self/mountinfo; nullopt when there is none.
 std::optional<std::string> find_cgroup2_root();
 
+/// Resource limits of one sandbox; 0 means no limit.
+struct cgroup_limits {
+  std::uint64_t memory_bytes = 0;  ///< Memory (RAM) the sandbox's processes may use.
+  std::uint64_t pids_max = 0;      ///< Processes and threads at once (contains fork bombs).
+  std::uint64_t cpu_millis = 0;    ///< CPU time per second of wall time, in 1/1000 CPU.
+};
+
+/// One cgroup per sandbox. Membership, kill and CPU accounting always use the cgroup2
+/// hierarchy; limits use cgroup2 controllers where the host enables them there (pure v2
+/// hosts) and the v1 hierarchies of memory, pids and cpu otherwise (hybrid hosts).
 class cgroup_tree {
  public:
-  /// `parent` is this daemon's own directory, e.g. /sys/fs/cgroup/warren-1a2b3c4d.
-  explicit cgroup_tree(std::string parent) : parent_(std::move(parent)) {}
+  /// `v2_root`: the cgroup2 mount; `name`: this daemon's directory name under each
+  /// hierarchy (e.g. warren-1a2b3c4d), so that several daemons never share cgroups.
+  cgroup_tree(std::string v2_root, std::string name, cgroup_limits limits);
 
   const std::string& parent() const { return parent_; }
   std::string path(std::uint64_t sandbox_id) const { return parent_ + "/sb-" + std::to_string(sandbox_id); }
+  /// Where limits are enforced, for logs: "cgroup2", "cgroup1" or "none".
+  const char* limits_mode() const;
 
-  /// Creates the parent (and kills and removes cgroups left by a daemon that died).
+  /// Creates the parents (and kills and removes cgroups left by a daemon that died).
   error prepare();
-  /// Creates the cgroup of a sandbox (an existing, empty one is reused).
-  error create(std::uint64_t sandbox_id);
+  /// Creates the cgroups of a sandbox with the limits; `join` gets every directory the
+  /// sandbox's init must join (cgroup.procs).
+  error create(std::uint64_t sandbox_id, std::vector<std::string>& join);
   /// Kills every process in the sandbox's cgroup (cgroup.kill). False if that is unsupported.
   bool kill_all(std::uint64_t sandbox_id);
   /// True once no process is left in it (or it does not exist).
@@ -35,11 +51,14 @@ class cgroup_tree {
   error remove(std::uint64_t sandbox_id);
   /// CPU time used by the sandbox's processes (cpu.stat usage_usec); 0 if unknown.
   std::uint64_t cpu_usage_us(std::uint64_t sandbox_id) const;
-  /// Removes the parent directory (at shutdown, when all sandboxes are gone).
+  /// Removes the parent directories (at shutdown, when all sandboxes are gone).
   void remove_parent();
 
  private:
-  std::string parent_;
+  std::string parent_;                              // cgroup2 parent.
+  std::vector<std::pair<std::string, std::string>> v1_parents_;  // controller -> v1 parent.
+  bool v2_limits_ = false;                          // Limits through cgroup2 controllers.
+  cgroup_limits limits_;
 };
 
 }  // namespace warren::gateway

@@ -85,11 +85,15 @@ void prepare_process() {
 int run(const gateway_options& options, core_factory make_core) {
   auto io = kj::setupAsyncIo();
   inbox box(io);
-  cgroup_tree cgroups(options.cgroup_parent);
+  cgroup_tree cgroups(options.cgroup_root, options.cgroup_name,
+                      cgroup_limits{options.sandbox_memory_bytes, options.sandbox_pids_max, options.sandbox_cpu_millis});
   if (auto e = cgroups.prepare()) {
     spdlog::error("event=start_failed reason=\"{}\"", e.message);
     return 1;
   }
+  spdlog::info("event=cgroups parent={} limits={} memory_bytes={} pids_max={} cpu_millis={}", cgroups.parent(),
+               cgroups.limits_mode(), options.sandbox_memory_bytes, options.sandbox_pids_max,
+               options.sandbox_cpu_millis);
   sandbox_host host(io, box, cgroups, host_options{options.init_path});
   bridge calls(box);
 

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <cstdint>
 #include <string>
 
 #include "actors/core.hpp"
@@ -20,8 +21,15 @@ struct gateway_options {
   std::string token;
   /// The warren-init binary. Default: next to warrend.
   std::string init_path;
-  /// This daemon's cgroup directory (under the cgroup2 root). Default: none (required).
-  std::string cgroup_parent;
+  /// The cgroup2 mount. Default: none (required; warrend finds it).
+  std::string cgroup_root;
+  /// This daemon's directory name in every cgroup hierarchy. Default: none (required).
+  std::string cgroup_name;
+  /// Limits of every sandbox: memory bytes, pids, CPU in 1/1000 CPU; 0 = none.
+  /// Default: 4 GiB, 4096 processes, no CPU cap.
+  std::uint64_t sandbox_memory_bytes = 4ull << 30;
+  std::uint64_t sandbox_pids_max = 4096;
+  std::uint64_t sandbox_cpu_millis = 0;
   /// Reported by Warren.version.
   std::string version = "0.1.0";
 };

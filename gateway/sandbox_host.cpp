@@ -91,7 +91,11 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
                             std::function<void(const std::string&)> exited) {
   auto fail = [&](const std::string& why) { started(make_error(errc::start_failed, "cannot start sandbox " + spec.name + ": " + why)); };
   if (st_->links.count(spec.sandbox_id)) return fail("its init is still running (stop it first)");
-  if (auto e = cgroups_.create(spec.sandbox_id)) return fail(e.message);
+  std::vector<std::string> cgroup_dirs;
+  if (auto e = cgroups_.create(spec.sandbox_id, cgroup_dirs)) {
+    cgroups_.remove(spec.sandbox_id);
+    return fail(e.message);
+  }
 
   int sv[2], status[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return fail(std::string("socketpair: ") + std::strerror(errno));
@@ -102,11 +106,13 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
   }
   int child_sock = high_fd(sv[1]), child_status = high_fd(status[1]);
 
-  auto cgroup = cgroups_.path(spec.sandbox_id);
   init_spawn_request req;
   req.path = options_.init_path;
-  req.argv = {"warren-init", "--name", spec.name, "--sandbox-dir", spec.dir, "--base-dir", spec.base_dir,
-              "--cgroup", cgroup};
+  req.argv = {"warren-init", "--name", spec.name, "--sandbox-dir", spec.dir, "--base-dir", spec.base_dir};
+  for (auto& dir : cgroup_dirs) {
+    req.argv.push_back("--cgroup");
+    req.argv.push_back(dir);
+  }
   req.agent_fd = child_sock;
   req.status_fd = child_status;
   error spawn_error;

@@ -129,7 +129,9 @@ TEST_CASE("SIGTERM stops the daemon cleanly and leaves no process, cgroup or soc
   auto bg = spawn({bin("warren"), "--socket", d.socket, "exec", "b", "--", "sleep", "4343"});
   REQUIRE(eventually([] { return !commands("sleep 4343").empty(); }));
   auto cg = d.cgroup_parent();
+  auto name = cg.substr(cg.rfind('/') + 1);
   CHECK(d.stop(SIGTERM) == 0);
+  for (auto v1 : {"memory", "pids", "cpu"}) CHECK_FALSE(fs::exists(std::string("/sys/fs/cgroup/") + v1 + "/" + name));
   ::waitpid(bg, nullptr, 0);
   CHECK(commands("sleep 4343").empty());
   CHECK(processes_with("--sandbox-dir " + d.data_dir).empty());

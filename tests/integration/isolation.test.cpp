@@ -125,3 +125,24 @@ os.waitpid(pid, 0)
   // Ordinary work is unaffected: threads, processes, pipes, ptys.
   CHECK(sh(d, "a", "python3 -c 'import threading,subprocess; t=threading.Thread(target=print); t.start(); t.join(); subprocess.run([\"true\"], check=True)'").code == 0);
 }
+
+TEST_CASE("limits: a fork bomb is contained by the pids limit and the sandbox recovers", "[isolation][limits]") {
+  warrend_process d({"--sandbox-pids", "64"});
+  REQUIRE(sh(d, "a", "true").code == 0);
+  auto host_before = processes_with("").size();
+  auto bomb = d.warren({"exec", "a", "--timeout", "3", "--", "sh", "-c", "f() { f | f & }; f; sleep 60"});
+  CHECK(bomb.code == 124);  // It ran until its timeout killed the whole group.
+  // The host never saw the bomb's processes multiply beyond the limit.
+  CHECK(processes_with("").size() < host_before + 80);
+  CHECK(eventually([&] { return sh(d, "a", "echo ok").out == "ok\n"; }));
+}
+
+TEST_CASE("limits: a memory bomb is killed inside the sandbox and nothing else is", "[isolation][limits]") {
+  warrend_process d({"--sandbox-memory", "128M"});
+  REQUIRE(sh(d, "a", "true").code == 0);
+  auto bomb = d.warren({"exec", "a", "--", "python3", "-c", "b = bytearray(768 * 1024 * 1024); print(len(b))"});
+  CHECK(bomb.code == 128 + 9);  // SIGKILL from the OOM killer of the sandbox's cgroup.
+  CHECK(bomb.out.empty());
+  CHECK(sh(d, "a", "echo alive").out == "alive\n");
+  CHECK(d.warren({"exec", "b", "--", "echo", "other"}).out == "other\n");
+}

@@ -3,7 +3,7 @@
 // warrend starts it with one clone() that creates its mount, pid, uts, ipc and network
 // namespaces (see gateway/init_spawn.cpp), so it is PID 1 from its first instruction, with
 //   fd 3  the agent-link socket            fd 4  the status pipe
-//   --name N --sandbox-dir D --base-dir B [--cgroup C]
+//   --name N --sandbox-dir D --base-dir B [--cgroup DIR]... (one per cgroup hierarchy)
 // It joins its cgroup, keeps mounts from propagating to the host, sets the hostname, brings
 // up loopback, builds and pivots into the root filesystem, drops capabilities from the
 // bounding set, installs the seccomp filter, closes the status pipe (success) and serves the agent link until the daemon
@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 
 #include <map>
+#include <vector>
 
 #include "sys.hpp"
 
@@ -27,13 +28,20 @@ constexpr int sock_fd = 3;
 constexpr int status_fd = 4;
 
 struct args {
-  std::string name, sandbox_dir, base_dir, cgroup;
+  std::string name, sandbox_dir, base_dir;
+  std::vector<std::string> cgroups;  // Every hierarchy's directory to join.
 };
 
 args parse(int argc, char** argv) {
   std::map<std::string, std::string> kv;
-  for (int i = 1; i + 1 < argc; i += 2) kv[argv[i]] = argv[i + 1];
-  args a{kv["--name"], kv["--sandbox-dir"], kv["--base-dir"], kv["--cgroup"]};
+  args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::string(argv[i]) == "--cgroup") a.cgroups.emplace_back(argv[i + 1]);
+    else kv[argv[i]] = argv[i + 1];
+  }
+  a.name = kv["--name"];
+  a.sandbox_dir = kv["--sandbox-dir"];
+  a.base_dir = kv["--base-dir"];
   if (a.name.empty() || a.sandbox_dir.empty() || a.base_dir.empty())
     throw init_error("usage: warren-init --name N --sandbox-dir D --base-dir B [--cgroup C] "
                      "(started by warrend, not by hand)");
@@ -55,7 +63,7 @@ int main(int argc, char** argv) {
     check(::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "prctl PR_SET_PDEATHSIG");
     if (::getpid() != 1) throw init_error("warren-init must start as PID 1 of a new pid namespace (warrend does that)");
     auto a = parse(argc, argv);
-    if (!a.cgroup.empty()) join_cgroup(a.cgroup);
+    for (auto& dir : a.cgroups) join_cgroup(dir);
     // Nothing mounted from here on may propagate back to the host.
     check(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), "mount --make-rprivate", "/");
     check(::sethostname(a.name.data(), a.name.size()), "sethostname", a.name);

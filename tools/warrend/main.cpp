@@ -37,6 +37,9 @@ options (each may also be set in the config file as `name = value`):
   --token-file FILE   file holding the bearer token for --listen (required with it)
   --log-level LEVEL   trace, debug, info, warn or error (default: info)
   --init PATH         the warren-init binary (default: next to warrend)
+  --sandbox-memory SIZE  memory limit of each sandbox, e.g. 512M, 4G; 0 = none (default: 4G)
+  --sandbox-pids N       process/thread limit of each sandbox; 0 = none (default: 4096)
+  --sandbox-cpus N       CPU limit of each sandbox in CPUs, e.g. 0.5, 2; 0 = none (default: 0)
   --version           print the version and exit
   --help              print this help and exit
 )";
@@ -47,6 +50,7 @@ struct settings {
   std::map<std::string, std::string> values = {
       {"data-dir", "/var/lib/warren"}, {"socket", "/run/warren/warren.sock"}, {"listen", ""},
       {"token-file", ""},              {"log-level", "info"},                {"init", ""},
+      {"sandbox-memory", "4G"},        {"sandbox-pids", "4096"},             {"sandbox-cpus", "0"},
   };
 };
 
@@ -150,6 +154,24 @@ std::string read_token(const std::string& path) {
   return token;
 }
 
+// "512M", "4G", "1048576" -> bytes.
+std::uint64_t parse_size(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  double n = std::strtod(v.c_str(), &end);
+  std::string unit(end);
+  double scale = unit.empty() ? 1 : unit == "K" || unit == "k" ? 1024.0 : unit == "M" || unit == "m" ? 1048576.0
+                                   : unit == "G" || unit == "g" ? 1073741824.0 : -1;
+  if (end == v.c_str() || n < 0 || scale < 0) die("--" + flag + " takes a size like 512M or 4G, got '" + v + "'");
+  return static_cast<std::uint64_t>(n * scale);
+}
+
+std::uint64_t parse_number(const std::string& flag, const std::string& v, double scale) {
+  char* end = nullptr;
+  double n = std::strtod(v.c_str(), &end);
+  if (end == v.c_str() || *end != '\0' || n < 0) die("--" + flag + " takes a number, got '" + v + "'");
+  return static_cast<std::uint64_t>(n * scale);
+}
+
 std::uint32_t fnv1a(const std::string& s) {
   std::uint32_t h = 2166136261u;
   for (unsigned char c : s) h = (h ^ c) * 16777619u;
@@ -171,6 +193,10 @@ int main(int argc, char** argv) {
 
   std::string init_path = v["init"].empty() ? self_dir() + "/warren-init" : v["init"];
   if (auto problem = check_host(init_path)) die(*problem);
+
+  auto memory_bytes = parse_size("sandbox-memory", v["sandbox-memory"]);
+  auto pids_max = parse_number("sandbox-pids", v["sandbox-pids"], 1);
+  auto cpu_millis = parse_number("sandbox-cpus", v["sandbox-cpus"], 1000);
 
   std::string token;
   if (!v["listen"].empty()) {
@@ -204,9 +230,14 @@ int main(int argc, char** argv) {
   g.init_path = init_path;
   char tag[16];
   std::snprintf(tag, sizeof tag, "%08x", fnv1a(layout.data_dir));
-  g.cgroup_parent = *warren::gateway::find_cgroup2_root() + "/warren-" + tag;
+  g.cgroup_root = *warren::gateway::find_cgroup2_root();
+  g.cgroup_name = std::string("warren-") + tag;
+  g.sandbox_memory_bytes = memory_bytes;
+  g.sandbox_pids_max = pids_max;
+  g.sandbox_cpu_millis = cpu_millis;
   g.version = version;
-  spdlog::info("event=daemon_starting version={} data_dir={} cgroup={}", version, layout.data_dir, g.cgroup_parent);
+  spdlog::info("event=daemon_starting version={} data_dir={} cgroup={}/{}", version, layout.data_dir, g.cgroup_root,
+               g.cgroup_name);
 
   int code = warren::gateway::run(g, [&](warren::actors::sandbox_runtime& runtime, warren::error& e) {
     return warren::actors::core::start(warren::actors::core_options{}, *journal, layout, runtime, e);
