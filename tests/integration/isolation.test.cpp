@@ -3,6 +3,10 @@
 // cover what the foundation promises: namespaces, the overlay root and dropped capabilities.)
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -145,4 +149,67 @@ TEST_CASE("limits: a memory bomb is killed inside the sandbox and nothing else i
   CHECK(bomb.out.empty());
   CHECK(sh(d, "a", "echo alive").out == "alive\n");
   CHECK(d.warren({"exec", "b", "--", "echo", "other"}).out == "other\n");
+}
+
+TEST_CASE("a sandbox cannot reach host ports, the daemon, or signal a host process", "[isolation][network]") {
+  warrend_process d;
+  // A listener on the host's loopback: the sandbox's own loopback is another one.
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(listener, 4) == 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  auto port = std::to_string(ntohs(addr.sin_port));
+  auto connect = [&](const std::string& host) {
+    return sh(d, "a", "python3 -c 'import socket; s = socket.socket(); s.settimeout(2); s.connect((\"" + host +
+                          "\", " + port + ")); print(\"connected\")'");
+  };
+  CHECK(connect("127.0.0.1").out.empty());
+  CHECK(connect("10.0.2.2").out.empty());  // Any other address: there is no route at all.
+  CHECK(connect("10.0.2.2").err.find("unreachable") != std::string::npos);
+  ::close(listener);
+  // The daemon's pid means nothing inside (another pid namespace): no such process.
+  CHECK(sh(d, "a", "kill -0 " + std::to_string(d.pid)).code != 0);
+  CHECK(sh(d, "a", "kill -9 1; echo survived").out == "survived\n");  // PID 1 ignores it.
+  CHECK(sh(d, "a", "echo still up").out == "still up\n");
+}
+
+TEST_CASE("symlinks and hardlinks inside a sandbox resolve inside it", "[isolation]") {
+  warrend_process d;
+  CHECK(sh(d, "a", "ln -s /etc/shadow /workspace/s; cat /workspace/s").code != 0);
+  CHECK(sh(d, "a", "ln -s ../../../../../../etc/passwd /workspace/p; cat /workspace/p").out.find("alice") ==
+        std::string::npos);
+  // A hardlink to the (shared) /usr layer cannot be made; links between own files can.
+  CHECK(sh(d, "a", "ln /usr/bin/true /workspace/hard").code != 0);
+  CHECK(sh(d, "a", "echo mine > /workspace/x && ln /workspace/x /workspace/y && cat /workspace/y").out == "mine\n");
+  CHECK_FALSE(fs::exists("/workspace/y"));
+  CHECK(sh(d, "a", "python3 -c 'import os; os.chroot(\"/tmp\"); os.chdir(\"../../..\"); print(os.listdir(\".\"))'")
+            .out.find(d.data_dir) == std::string::npos);
+}
+
+TEST_CASE("a command flooding stdout keeps the daemon responsive and bounded in memory", "[isolation][flood]") {
+  warrend_process d;
+  REQUIRE(sh(d, "a", "true").code == 0);
+  auto rss = [&] {
+    std::ifstream in("/proc/" + std::to_string(d.pid) + "/status");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+    return 0L;
+  };
+  auto before = rss();
+  // 1 GiB through a client that reads it all (into the harness's pipe): flow control, not buffers.
+  auto flood = spawn({bin("warren"), "--socket", d.socket, "exec", "a", "--", "sh", "-c", "head -c 1073741824 /dev/zero"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto t = std::chrono::steady_clock::now();
+  CHECK(d.warren({"exec", "b", "--", "echo", "responsive"}).out == "responsive\n");
+  CHECK(std::chrono::steady_clock::now() - t < std::chrono::seconds(10));
+  int status = 0;
+  ::waitpid(flood, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(rss() - before < 64 * 1024);  // KB: far below the gigabyte that went through.
 }
