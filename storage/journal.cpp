@@ -152,14 +152,18 @@ struct journal::impl {
         }
       }
       for (auto& [stream, seq] : staged) last_seqs[stream] = seq;
+      {
+        // Counted before the callbacks run, so a caller that was answered sees its batch.
+        std::lock_guard count_lock(mutex);
+        counters.batches += work.size();
+        if (wrote) counters.writes += 1;
+      }
       for (std::size_t i = 0; i < work.size(); ++i) {
         if (results[i] && results[i].code == errc::internal)
           spdlog::error("event=journal_batch_refused reason=\"{}\"", results[i].message);
         work[i].done(results[i]);
       }
       lock.lock();
-      counters.batches += work.size();
-      if (wrote) counters.writes += 1;
     }
   }
 };

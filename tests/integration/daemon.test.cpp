@@ -150,9 +150,8 @@ TEST_CASE("after kill -9 and a restart, sandboxes, files and the journal are int
   d.start();
   // It was running, so the restarted daemon brings it back by itself (a wake).
   CHECK(eventually([&] { return !processes_with("warren-init --name keep ").empty(); }));
-  auto ls = d.warren({"ls", "--json"});
-  CHECK(ls.out.find("\"keep\"") != std::string::npos);
-  CHECK(ls.out.find("\"running\"") != std::string::npos);
+  CHECK(eventually([&] { return d.warren({"ls", "--json"}).out.find("\"running\"") != std::string::npos; }));
+  CHECK(d.warren({"ls", "--json"}).out.find("\"keep\"") != std::string::npos);
   auto r = d.warren({"exec", "keep", "--", "cat", "/workspace/f"});
   CHECK(r.out == "precious\n");
   CHECK(d.sandbox_id("keep") == id);

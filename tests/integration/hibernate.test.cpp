@@ -41,29 +41,29 @@ TEST_CASE("an idle sandbox hibernates, costs no process, and wakes on the next c
 
 TEST_CASE("warren sleep hibernates now, keep-alive prevents idle sleep, and a running exec refuses sleep", "[e2e][hibernate]") {
   warrend_process d;
-  REQUIRE(d.warren({"exec", "a", "--", "true"}).code == 0);
-  auto s = d.warren({"sleep", "a"});
+  REQUIRE(d.warren({"exec", "sleepy", "--", "true"}).code == 0);
+  auto s = d.warren({"sleep", "sleepy"});
   CHECK(s.code == 0);
-  CHECK(processes_with("warren-init --name a ").empty());
+  CHECK(processes_with("warren-init --name sleepy ").empty());
   CHECK(d.warren({"ls"}).out.find("hibernated") != std::string::npos);
-  CHECK(d.warren({"exec", "a", "--", "echo", "up"}).out == "up\n");
+  CHECK(d.warren({"exec", "sleepy", "--", "echo", "up"}).out == "up\n");
 
-  REQUIRE(d.warren({"create", "k", "--sleep-after", "1s", "--keep-alive"}).code == 0);
-  auto bg = spawn({bin("warren"), "--socket", d.socket, "exec", "a", "--", "sleep", "4545"});
+  REQUIRE(d.warren({"create", "kept", "--sleep-after", "1s", "--keep-alive"}).code == 0);
+  auto bg = spawn({bin("warren"), "--socket", d.socket, "exec", "sleepy", "--", "sleep", "4545"});
   REQUIRE(eventually([] { return !commands("sleep 4545").empty(); }));
-  auto refused = d.warren({"sleep", "a"});
+  auto refused = d.warren({"sleep", "sleepy"});
   CHECK(refused.code == 125);
   CHECK(refused.err.find("a command is running") != std::string::npos);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-  CHECK_FALSE(processes_with("warren-init --name k ").empty());
+  CHECK_FALSE(processes_with("warren-init --name kept ").empty());
   ::kill(bg, SIGKILL);
   ::waitpid(bg, nullptr, 0);
 
-  auto set = d.warren({"set", "k", "--keep-alive", "off"});
+  auto set = d.warren({"set", "kept", "--keep-alive", "off"});
   CHECK(set.code == 0);
   CHECK(set.out.find("sleeps after 1s idle") != std::string::npos);
-  CHECK(eventually([] { return processes_with("warren-init --name k ").empty(); }, 15000));
-  auto bad = d.warren({"set", "k", "--sleep-after", "0.1s"});
+  CHECK(eventually([] { return processes_with("warren-init --name kept ").empty(); }, 15000));
+  auto bad = d.warren({"set", "kept", "--sleep-after", "0.1s"});
   CHECK(bad.code == 125);
   CHECK(bad.err.find("between 1 second and 30 days") != std::string::npos);
 }
