@@ -14,6 +14,8 @@ namespace warren::actors {
 struct core::impl {
   core_options options;
   storage::journal* journal = nullptr;  // Borrowed.
+  const storage::layout* layout = nullptr;  // Borrowed.
+  sandbox_runtime* runtime = nullptr;   // Borrowed.
   std::unique_ptr<caf::actor_system_config> config;
   std::unique_ptr<caf::actor_system> system;
   caf::actor registry;
@@ -85,6 +87,8 @@ std::unique_ptr<core> core::start(const core_options& options, storage::journal&
   auto p = std::make_unique<impl>();
   p->options = options;
   p->journal = &journal;
+  p->layout = &layout;
+  p->runtime = &runtime;
   p->config = std::make_unique<caf::actor_system_config>();
   p->config->set("scheduler.max-threads", options.scheduler_threads);
   p->config->set("logger.console", caf::atom("none"));
@@ -173,6 +177,27 @@ void core::journal_state(std::string name, std::uint64_t at_seq, callback<std::s
   with_stream<std::string>(
       *impl_->system, impl_->registry, impl_->timeout(), std::move(name),
       [j, at_seq](std::uint64_t id, std::string& json) { return state_at(*j, id, at_seq, json); }, std::move(done));
+}
+
+void core::usage(std::string name, std::uint64_t id, callback<sandbox_usage> done) {
+  auto* runtime = impl_->runtime;
+  auto dir = impl_->layout->sandbox_dir(id) + "/upper";
+  // The lookup checks the incarnation; the tree walk (which can be long) runs on its own thread.
+  with_stream<sandbox_usage>(
+      *impl_->system, impl_->registry, impl_->timeout(), std::move(name),
+      [runtime, dir, id](std::uint64_t found, sandbox_usage& u) {
+        if (found != id) return make_error(errc::sandbox_gone, "this sandbox was destroyed");
+        auto r = runtime->resource_usage(id);
+        u.cpu_us = r.cpu_us;
+        u.memory_bytes = r.memory_bytes;
+        u.memory_peak_bytes = r.memory_peak_bytes;
+        u.pids = r.pids;
+        u.memory_limit_bytes = r.memory_limit_bytes;
+        u.pids_limit = r.pids_limit;
+        u.disk_bytes = storage::tree_bytes(dir);
+        return error{};
+      },
+      std::move(done));
 }
 
 void core::check_journals(callback<check_report> done) {

@@ -64,6 +64,9 @@ class core {
   /// Changes sleep_after / keep_alive (journaled).
   void configure(std::string name, std::uint64_t id, sandbox_settings settings, callback<actors::sandbox_info> done);
 
+  /// Current resource use (cgroup and writable layer); does not wake a hibernated sandbox.
+  void usage(std::string name, std::uint64_t id, callback<sandbox_usage> done);
+
   /// Hibernates now (fails with busy while a command runs).
   void hibernate(std::string name, std::uint64_t id, callback<actors::sandbox_info> done);
 

@@ -54,7 +54,13 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_info& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_settings& x) {
-  return f(caf::meta::type_name("sandbox_settings"), x.sleep_after_ms, x.keep_alive);
+  return f(caf::meta::type_name("sandbox_settings"), x.sleep_after_ms, x.keep_alive, x.start);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_usage& x) {
+  return f(caf::meta::type_name("sandbox_usage"), x.cpu_us, x.memory_bytes, x.memory_peak_bytes, x.pids, x.disk_bytes,
+           x.memory_limit_bytes, x.pids_limit);
 }
 
 template <class Inspector>

@@ -154,9 +154,11 @@ void handle_get(registry_actor* self, const std::string& name, bool create, cons
   if (s.shutting_down) return (void)rp.deliver(to_caf(stopping()));
   if (auto e = wire::validate_sandbox_name(name)) return (void)rp.deliver(to_caf(e));
   auto it = s.rec.names.find(name);
-  if (it != s.rec.names.end())
+  if (it != s.rec.names.end()) {
+    if (!settings.start) return (void)rp.deliver(info_of(name, it->second));
     return forward<sandbox_info>(self, name, it->second.id, caf::make_message(wr_start_atom::value), rp,
                                  start_timeout(s));
+  }
   if (!create) return (void)rp.deliver(to_caf(make_error(errc::not_found, "no sandbox is called " + name)));
   if (auto e = validate_config({settings.sleep_after_ms, settings.keep_alive})) return (void)rp.deliver(to_caf(e));
   auto id = s.rec.next_id;

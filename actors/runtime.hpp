@@ -37,6 +37,18 @@ class sandbox_runtime {
   /// CPU time used by the sandbox's processes so far, in microseconds (from its cgroup); 0 when
   /// unknown. Thread-safe; a small blocking file read.
   virtual std::uint64_t cpu_usage_us(std::uint64_t sandbox_id) = 0;
+
+  /// Resource use of a running sandbox (zeros when it is not running). Thread-safe; a few
+  /// small blocking file reads.
+  struct resources {
+    std::uint64_t cpu_us = 0;
+    std::uint64_t memory_bytes = 0;
+    std::uint64_t memory_peak_bytes = 0;
+    std::uint64_t pids = 0;
+    std::uint64_t memory_limit_bytes = 0;
+    std::uint64_t pids_limit = 0;
+  };
+  virtual resources resource_usage(std::uint64_t sandbox_id) = 0;
 };
 
 }  // namespace warren::actors

@@ -30,10 +30,22 @@ struct sandbox_info {
   bool keep_alive = false;           ///< Never hibernates when idle.
 };
 
+/// What a sandbox uses now.
+struct sandbox_usage {
+  std::uint64_t cpu_us = 0;  ///< Since it last started or woke.
+  std::uint64_t memory_bytes = 0;
+  std::uint64_t memory_peak_bytes = 0;
+  std::uint64_t pids = 0;
+  std::uint64_t disk_bytes = 0;  ///< Held by its writable layer.
+  std::uint64_t memory_limit_bytes = 0;
+  std::uint64_t pids_limit = 0;
+};
+
 /// Lifecycle settings given at creation or changed later.
 struct sandbox_settings {
   std::uint64_t sleep_after_ms = 10 * 60 * 1000;  ///< Default: 10 minutes.
   bool keep_alive = false;                         ///< Default: false.
+  bool start = true;  ///< Get: start (or wake) an existing sandbox. Default: true.
 };
 
 /// An exec as a client asked for it (already copied out of the wire format).

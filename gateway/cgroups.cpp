@@ -209,6 +209,32 @@ std::uint64_t cgroup_tree::cpu_usage_us(std::uint64_t sandbox_id) const {
   return std::strtoull(stat.c_str() + at + 11, nullptr, 10);
 }
 
+void cgroup_tree::usage(std::uint64_t sandbox_id, std::uint64_t& memory, std::uint64_t& memory_peak,
+                        std::uint64_t& pids) const {
+  auto number = [](const std::string& file) { return std::strtoull(read_file(file).c_str(), nullptr, 10); };
+  auto leaf = "/sb-" + std::to_string(sandbox_id);
+  memory = memory_peak = pids = 0;
+  if (v2_limits_) {
+    memory = number(path(sandbox_id) + "/memory.current");
+    memory_peak = number(path(sandbox_id) + "/memory.peak");
+    pids = number(path(sandbox_id) + "/pids.current");
+    return;
+  }
+  for (auto& [controller, parent] : v1_parents_) {
+    if (controller == "memory") {
+      memory = number(parent + leaf + "/memory.usage_in_bytes");
+      memory_peak = number(parent + leaf + "/memory.max_usage_in_bytes");
+    } else if (controller == "pids") {
+      pids = number(parent + leaf + "/pids.current");
+    }
+  }
+  if (pids == 0) {  // No pids controller: count the cgroup's threads.
+    std::istringstream threads(read_file(path(sandbox_id) + "/cgroup.threads"));
+    std::string line;
+    while (std::getline(threads, line)) ++pids;
+  }
+}
+
 void cgroup_tree::remove_parent() {
   for (auto& [controller, parent] : v1_parents_) ::rmdir(parent.c_str());
   ::rmdir(parent_.c_str());

@@ -51,6 +51,9 @@ class cgroup_tree {
   error remove(std::uint64_t sandbox_id);
   /// CPU time used by the sandbox's processes (cpu.stat usage_usec); 0 if unknown.
   std::uint64_t cpu_usage_us(std::uint64_t sandbox_id) const;
+  /// Memory now and at its peak, and processes now, from whichever hierarchy has them.
+  void usage(std::uint64_t sandbox_id, std::uint64_t& memory, std::uint64_t& memory_peak, std::uint64_t& pids) const;
+  const cgroup_limits& limits() const { return limits_; }
   /// Removes the parent directories (at shutdown, when all sandboxes are gone).
   void remove_parent();
 

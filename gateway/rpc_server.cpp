@@ -163,6 +163,20 @@ class sandbox_impl final : public wire::Sandbox::Server {
         .then([context](actors::sandbox_info i) mutable { fill(context.getResults().initInfo(), i); });
   }
 
+  kj::Promise<void> usage(UsageContext context) override {
+    return ctx_.calls.call<actors::sandbox_usage>([this](auto cb) { ctx_.core.usage(name_, id_, std::move(cb)); })
+        .then([context](actors::sandbox_usage u) mutable {
+          auto out = context.getResults().initUsage();
+          out.setCpuSeconds(static_cast<double>(u.cpu_us) / 1e6);
+          out.setMemoryBytes(u.memory_bytes);
+          out.setMemoryPeakBytes(u.memory_peak_bytes);
+          out.setPids(static_cast<std::uint32_t>(u.pids));
+          out.setDiskBytes(u.disk_bytes);
+          out.setMemoryLimitBytes(u.memory_limit_bytes);
+          out.setPidsLimit(static_cast<std::uint32_t>(u.pids_limit));
+        });
+  }
+
   kj::Promise<void> hibernate(HibernateContext context) override {
     return ctx_.calls
         .call<actors::sandbox_info>([this](auto cb) { ctx_.core.hibernate(name_, id_, std::move(cb)); })
@@ -267,7 +281,7 @@ class warren_impl final : public wire::Warren::Server {
     auto name = str(p.getName());
     auto options = p.getOptions();  // Defaults apply when the client sent none.
     bool create = options.getCreateIfMissing();
-    actors::sandbox_settings settings{options.getSleepAfterMs(), options.getKeepAlive()};
+    actors::sandbox_settings settings{options.getSleepAfterMs(), options.getKeepAlive(), options.getStart()};
     return ctx_.calls
         .call<actors::sandbox_info>(
             [this, name, create, settings](auto cb) { ctx_.core.get_sandbox(name, create, settings, std::move(cb)); })

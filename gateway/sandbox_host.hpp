@@ -31,6 +31,14 @@ class sandbox_host final : public actors::sandbox_runtime {
              std::function<void(const std::string&)> exited) override;
   void stop(std::uint64_t sandbox_id, std::function<void()> stopped) override;
   std::uint64_t cpu_usage_us(std::uint64_t sandbox_id) override { return cgroups_.cpu_usage_us(sandbox_id); }
+  resources resource_usage(std::uint64_t sandbox_id) override {
+    resources r;
+    r.cpu_us = cgroups_.cpu_usage_us(sandbox_id);
+    cgroups_.usage(sandbox_id, r.memory_bytes, r.memory_peak_bytes, r.pids);
+    r.memory_limit_bytes = cgroups_.limits().memory_bytes;
+    r.pids_limit = cgroups_.limits().pids_max;
+    return r;
+  }
 
   /// The agent of a running sandbox. KJ thread only.
   kj::Maybe<wire::Agent::Client> agent(std::uint64_t sandbox_id);

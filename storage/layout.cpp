@@ -44,6 +44,24 @@ error remove_tree(const std::string& path) {
   return {};
 }
 
+std::uint64_t tree_bytes(const std::string& path) {
+  std::uint64_t total = 0;
+  struct stat root;
+  if (::lstat(path.c_str(), &root) != 0) return 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat st;
+    if (::lstat(it->path().c_str(), &st) != 0) continue;
+    if (st.st_dev != root.st_dev) {  // Another file system mounted inside: not ours to count.
+      if (S_ISDIR(st.st_mode)) it.disable_recursion_pending();
+      continue;
+    }
+    total += static_cast<std::uint64_t>(st.st_blocks) * 512;
+  }
+  return total;
+}
+
 std::vector<std::uint64_t> list_sandbox_dirs(const layout& l) {
   std::vector<std::uint64_t> ids;
   std::error_code ec;

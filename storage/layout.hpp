@@ -33,6 +33,10 @@ error prepare_layout(const std::string& data_dir, layout& out);
 /// mounts. A missing tree is success. Blocking: call it off the event loops.
 error remove_tree(const std::string& path);
 
+/// Bytes allocated by the files under `path` (not following symlinks, not crossing mounts);
+/// 0 if it does not exist. Blocking, proportional to the number of files.
+std::uint64_t tree_bytes(const std::string& path);
+
 /// Ids of the sandbox directories present on disk (for garbage collection at start-up).
 std::vector<std::uint64_t> list_sandbox_dirs(const layout& l);
 

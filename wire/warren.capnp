@@ -68,6 +68,10 @@ struct SandboxOptions {
 
   keepAlive @2 :Bool = false;
   # For a new sandbox: never hibernate when idle.
+
+  start @3 :Bool = true;
+  # When false, an existing sandbox is returned as it is: not started, not woken (for info,
+  # usage or hibernate). A new sandbox is always started.
 }
 
 enum SandboxState {
@@ -111,6 +115,19 @@ interface Sandbox {
   hibernate @3 () -> (info :SandboxInfo);
   # Puts it to sleep now: processes stopped, files kept, no memory used; the next call wakes it.
   # Fails with "busy" while a command runs.
+
+  usage @4 () -> (usage :Usage);
+  # What it uses now, from its cgroup and its writable layer. Does not wake it.
+}
+
+struct Usage {
+  cpuSeconds @0 :Float64;       # CPU time its processes used since it last started or woke.
+  memoryBytes @1 :UInt64;       # Memory in use now (0 when hibernated).
+  memoryPeakBytes @2 :UInt64;   # Highest memory use since it last started (0 if unknown).
+  pids @3 :UInt32;              # Processes and threads now.
+  diskBytes @4 :UInt64;         # Bytes held by its writable layer (what it wrote or changed).
+  memoryLimitBytes @5 :UInt64;  # Its memory limit, 0 for none.
+  pidsLimit @6 :UInt32;         # Its process limit, 0 for none.
 }
 
 struct ExecRequest {

@@ -44,6 +44,11 @@ class fake_runtime final : public sandbox_runtime {
     stopped();
   }
   std::uint64_t cpu_usage_us(std::uint64_t) override { return cpu_us.load(); }
+  resources resource_usage(std::uint64_t) override {
+    resources r;
+    r.cpu_us = cpu_us.load();
+    return r;
+  }
   std::atomic<std::uint64_t> cpu_us{0};
 
   void release_starts() {

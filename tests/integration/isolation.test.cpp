@@ -213,3 +213,27 @@ TEST_CASE("a command flooding stdout keeps the daemon responsive and bounded in 
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(rss() - before < 64 * 1024);  // KB: far below the gigabyte that went through.
 }
+
+TEST_CASE("usage reports CPU, memory, processes and disk of a sandbox without waking it", "[isolation][usage]") {
+  warrend_process d({"--sandbox-memory", "512M", "--sandbox-pids", "300"});
+  REQUIRE(sh(d, "u", "head -c 5000000 /dev/urandom > /workspace/blob").code == 0);
+  REQUIRE(sh(d, "u", "timeout 1 sh -c 'while :; do :; done'; true").code == 0);
+  auto json = d.warren({"usage", "u", "--json"}).out;
+  INFO(json);
+  auto number = [&](const std::string& key) {
+    auto at = json.find("\"" + key + "\":");
+    REQUIRE(at != std::string::npos);
+    return std::stod(json.substr(at + key.size() + 3));
+  };
+  CHECK(number("cpuSeconds") >= 0.5);
+  CHECK(number("diskBytes") >= 5000000);
+  CHECK(number("pids") >= 1);
+  CHECK(number("memoryBytes") > 0);
+  CHECK(number("memoryLimitBytes") == 512.0 * 1024 * 1024);
+  CHECK(number("pidsLimit") == 300);
+  REQUIRE(d.warren({"sleep", "u"}).code == 0);
+  auto asleep = d.warren({"ls", "--usage"});
+  CHECK(asleep.out.find("hibernated") != std::string::npos);
+  CHECK(processes_with("warren-init --name u ").empty());  // Asking did not wake it.
+  CHECK(d.warren({"usage", "u"}).out.find("4.8M in its writable layer") != std::string::npos);
+}

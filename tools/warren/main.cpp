@@ -43,7 +43,11 @@ commands:
         change when a sandbox hibernates
   sleep NAME
         hibernate a sandbox now (its files stay; the next call wakes it)
-  ls    list sandboxes (NAME, STATE, ID, CREATED, LAST ACTIVE, SLEEPS AFTER)
+  ls [--usage]
+        list sandboxes (NAME, STATE, ID, CREATED, LAST ACTIVE, SLEEPS AFTER; with --usage
+        also CPU seconds, memory, processes and disk of each)
+  usage NAME
+        what a sandbox uses now: CPU, memory (and peak), processes, disk, limits
   rm NAME...
         destroy sandboxes: processes, files and journal
   journal NAME [--json] [--follow] [--from SEQ]
@@ -362,11 +366,14 @@ int cmd_create(connection& c, const options& o) {
   return 0;
 }
 
-// The sandbox capability for an existing name (never creates).
+// The sandbox capability for an existing name: never creates it, and neither starts nor
+// wakes it (the call made on it decides that).
 warren::wire::Sandbox::Client existing(connection& c, const std::string& name) {
   auto req = c.root.sandboxRequest();
   req.setName(name);
-  req.initOptions().setCreateIfMissing(false);
+  auto options = req.initOptions();
+  options.setCreateIfMissing(false);
+  options.setStart(false);
   return req.send().getSandbox();
 }
 
@@ -453,21 +460,88 @@ int cmd_journal(connection& c, const options& o) {
   }
 }
 
+std::string human_bytes(std::uint64_t b) {
+  const char* units[] = {"B", "K", "M", "G", "T"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f%s" : "%.1f%s", v, units[u]);
+  return buf;
+}
+
+std::string usage_json(warren::wire::Usage::Reader u) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "{\"cpuSeconds\":%.3f,\"memoryBytes\":%llu,\"memoryPeakBytes\":%llu,\"pids\":%u,\"diskBytes\":%llu,"
+                "\"memoryLimitBytes\":%llu,\"pidsLimit\":%u}",
+                u.getCpuSeconds(), static_cast<unsigned long long>(u.getMemoryBytes()),
+                static_cast<unsigned long long>(u.getMemoryPeakBytes()), u.getPids(),
+                static_cast<unsigned long long>(u.getDiskBytes()), static_cast<unsigned long long>(u.getMemoryLimitBytes()),
+                u.getPidsLimit());
+  return buf;
+}
+
+int cmd_usage(connection& c, const options& o) {
+  if (o.rest.size() != 2) die("usage needs one sandbox name", exit_usage);
+  auto u = existing(c, o.rest[1]).usageRequest().send().wait(c.io.waitScope).getUsage();
+  if (o.json) {
+    std::printf("%s\n", usage_json(u).c_str());
+    return 0;
+  }
+  auto limit = [](std::uint64_t v, const std::string& text) { return v ? " (limit " + text + ")" : std::string(); };
+  std::printf("cpu:       %.3f s since it last started\n", u.getCpuSeconds());
+  std::printf("memory:    %s now, %s at peak%s\n", human_bytes(u.getMemoryBytes()).c_str(),
+              human_bytes(u.getMemoryPeakBytes()).c_str(), limit(u.getMemoryLimitBytes(), human_bytes(u.getMemoryLimitBytes())).c_str());
+  std::printf("processes: %u%s\n", u.getPids(), limit(u.getPidsLimit(), std::to_string(u.getPidsLimit())).c_str());
+  std::printf("disk:      %s in its writable layer\n", human_bytes(u.getDiskBytes()).c_str());
+  return 0;
+}
+
 int cmd_ls(connection& c, const options& o) {
+  bool with_usage = false;
+  for (std::size_t i = 1; i < o.rest.size(); ++i) {
+    if (o.rest[i] == "--usage") with_usage = true;
+    else die("unknown ls option " + o.rest[i], exit_usage);
+  }
   auto res = c.root.listRequest().send().wait(c.io.waitScope);
   auto all = res.getSandboxes();
+  // Usage of every sandbox, asked for all at once (pipelined), never waking one.
+  std::vector<kj::Promise<capnp::Response<warren::wire::Sandbox::UsageResults>>> pending;
+  if (with_usage)
+    for (auto s : all) pending.push_back(existing(c, s.getName().cStr()).usageRequest().send());
+  std::vector<capnp::Response<warren::wire::Sandbox::UsageResults>> usages;
+  for (auto& p : pending) usages.push_back(p.wait(c.io.waitScope));
   if (o.json) {
     std::string out = "[";
-    for (unsigned i = 0; i < all.size(); ++i) out += (i ? "," : "") + info_json(all[i]);
+    for (unsigned i = 0; i < all.size(); ++i) {
+      auto info = info_json(all[i]);
+      if (with_usage) info = info.substr(0, info.size() - 1) + ",\"usage\":" + usage_json(usages[i].getUsage()) + "}";
+      out += (i ? "," : "") + info;
+    }
     std::printf("%s]\n", out.c_str());
     return 0;
   }
-  std::printf("%-24s %-12s %-6s %-20s %-20s %s\n", "NAME", "STATE", "ID", "CREATED", "LAST ACTIVE", "SLEEPS AFTER");
-  for (auto s : all)
-    std::printf("%-24s %-12s %-6llu %-20s %-20s %s\n", s.getName().cStr(), state_name(s.getState()),
+  std::printf("%-24s %-12s %-6s %-20s %-20s %-12s%s\n", "NAME", "STATE", "ID", "CREATED", "LAST ACTIVE", "SLEEPS AFTER",
+              with_usage ? " CPU(s)   MEMORY   PIDS  DISK" : "");
+  for (unsigned i = 0; i < all.size(); ++i) {
+    auto s = all[i];
+    std::string extra;
+    if (with_usage) {
+      auto u = usages[i].getUsage();
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " %-8.2f %-8s %-5u %s", u.getCpuSeconds(), human_bytes(u.getMemoryBytes()).c_str(),
+                    u.getPids(), human_bytes(u.getDiskBytes()).c_str());
+      extra = buf;
+    }
+    std::printf("%-24s %-12s %-6llu %-20s %-20s %-12s%s\n", s.getName().cStr(), state_name(s.getState()),
                 static_cast<unsigned long long>(s.getId()), format_time(s.getCreatedAtMs()).c_str(),
                 format_time(s.getLastActivityMs()).c_str(),
-                s.getKeepAlive() ? "never" : format_duration(s.getSleepAfterMs()).c_str());
+                s.getKeepAlive() ? "never" : format_duration(s.getSleepAfterMs()).c_str(), extra.c_str());
+  }
   return 0;
 }
 
@@ -531,7 +605,7 @@ int main(int argc, char** argv) {
     }
   }
   auto& cmd = o.rest[0];
-  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal"};
+  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage"};
   if (std::find(std::begin(commands), std::end(commands), cmd) == std::end(commands))
     die("unknown command '" + cmd + "' (see --help)", exit_usage);
 
@@ -545,6 +619,7 @@ int main(int argc, char** argv) {
     if (cmd == "set") return cmd_set(*c, o);
     if (cmd == "sleep") return cmd_sleep(*c, o);
     if (cmd == "journal") return cmd_journal(*c, o);
+    if (cmd == "usage") return cmd_usage(*c, o);
     return cmd_version(*c, o);
   } catch (const kj::Exception& e) {
     if (e.getType() == kj::Exception::Type::DISCONNECTED)
