@@ -163,7 +163,9 @@ void handle_get(registry_actor* self, const std::string& name, bool create, cons
   if (auto e = validate_config({settings.sleep_after_ms, settings.keep_alive})) return (void)rp.deliver(to_caf(e));
   auto id = s.rec.next_id;
   wire::sandbox_created created{name, id};
-  wire::sandbox_configured configured{settings.sleep_after_ms, settings.keep_alive, name, id};
+  wire::sandbox_configured configured{settings.sleep_after_ms, settings.keep_alive, name, id,
+                                      settings.limits.memory_bytes, settings.limits.pids_max,
+                                      settings.limits.cpu_millis};
   // The sandbox's own stream starts with the same facts, in the same atomic batch.
   auto at = now_ms();
   storage::journal_batch batch;

@@ -17,6 +17,9 @@ struct sandbox_spec {
   std::string name;      ///< Validated; becomes the hostname.
   std::string dir;       ///< The sandbox's own directory (writable layers).
   std::string base_dir;  ///< The shared, read-only base skeleton.
+  std::uint64_t memory_bytes = 0;  ///< Limits; 0 = the daemon's default.
+  std::uint64_t pids_max = 0;
+  std::uint64_t cpu_millis = 0;
 };
 
 class sandbox_runtime {

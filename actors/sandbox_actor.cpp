@@ -137,6 +137,9 @@ void ensure_running(sandbox_actor* self, std::function<void(const error&)> then)
                                });
   }
   st.status = sandbox_status::starting;
+  st.spec.memory_bytes = st.rec.config.limits.memory_bytes;  // Limits apply from each start.
+  st.spec.pids_max = st.rec.config.limits.pids_max;
+  st.spec.cpu_millis = st.rec.config.limits.cpu_millis;
   auto gen = ++st.generation;
   st.gate.hold();
   st.on_started = [self, then = std::move(then)](const error& e) {
@@ -319,11 +322,15 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
       [=](wr_config_atom, sandbox_settings& settings) -> caf::result<sandbox_info> {
         auto rp = self->make_response_promise<sandbox_info>();
         self->state.gate.run([=]() mutable {
-          sandbox_config c{settings.sleep_after_ms, settings.keep_alive};
+          // Limits are set at creation; configure changes the lifecycle settings only.
+          sandbox_config c{settings.sleep_after_ms, settings.keep_alive, self->state.rec.config.limits};
           if (auto e = validate_config(c)) return (void)rp.deliver(to_caf(e));
           touch(self);
           if (c == self->state.rec.config) return (void)rp.deliver(make_info(self->state));
-          write_with_registry(self, wire::sandbox_configured{c.sleep_after_ms, c.keep_alive, self->state.rec.name, self->state.rec.id},
+          write_with_registry(self,
+                              wire::sandbox_configured{c.sleep_after_ms, c.keep_alive, self->state.rec.name,
+                                                       self->state.rec.id, c.limits.memory_bytes, c.limits.pids_max,
+                                                       c.limits.cpu_millis},
                               [=](const error& e) mutable {
             if (e) return (void)rp.deliver(to_caf(e));
             arm_idle_timer(self);

@@ -37,7 +37,9 @@ void apply(sandbox_record& rec, const wire::envelope& e) {
                    ++rec.hibernations;
                  },
                  [&](const wire::sandbox_woke&) { rec.hibernated = false; },
-                 [&](const wire::sandbox_configured& x) { rec.config = {x.sleep_after_ms, x.keep_alive}; },
+                 [&](const wire::sandbox_configured& x) {
+                   rec.config = {x.sleep_after_ms, x.keep_alive, {x.memory_bytes, x.pids_max, x.cpu_millis}};
+                 },
              },
              e.body);
 }
@@ -158,6 +160,9 @@ wire::sandbox_snapshot to_snapshot(const sandbox_record& rec) {
   s.keep_alive = rec.config.keep_alive;
   s.hibernated = rec.hibernated;
   s.hibernations = rec.hibernations;
+  s.memory_bytes = rec.config.limits.memory_bytes;
+  s.pids_max = rec.config.limits.pids_max;
+  s.cpu_millis = rec.config.limits.cpu_millis;
   return s;
 }
 
@@ -169,7 +174,7 @@ sandbox_record from_snapshot(const wire::sandbox_snapshot& s) {
   rec.created_at_ms = s.created_at_ms;
   rec.exec_count = s.exec_count;
   rec.open_execs.insert(s.open_execs.begin(), s.open_execs.end());
-  rec.config = {s.sleep_after_ms, s.keep_alive};
+  rec.config = {s.sleep_after_ms, s.keep_alive, {s.memory_bytes, s.pids_max, s.cpu_millis}};
   rec.hibernated = s.hibernated;
   rec.hibernations = s.hibernations;
   return rec;
@@ -185,7 +190,10 @@ std::string record_json(const sandbox_record& rec) {
          ",\"sleepAfterMs\":" + std::to_string(rec.config.sleep_after_ms) +
          ",\"keepAlive\":" + (rec.config.keep_alive ? "true" : "false") +
          ",\"hibernated\":" + (rec.hibernated ? "true" : "false") +
-         ",\"hibernations\":" + std::to_string(rec.hibernations) + "}";
+         ",\"hibernations\":" + std::to_string(rec.hibernations) +
+         ",\"memoryBytes\":" + std::to_string(rec.config.limits.memory_bytes) +
+         ",\"pidsMax\":" + std::to_string(rec.config.limits.pids_max) +
+         ",\"cpuMillis\":" + std::to_string(rec.config.limits.cpu_millis) + "}";
 }
 
 std::vector<wire::exec_finished> decide_recovery(const sandbox_record& rec) {

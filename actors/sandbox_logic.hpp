@@ -28,6 +28,7 @@ inline constexpr std::uint64_t default_sleep_after_ms = 10 * 60 * 1000;
 struct sandbox_config {
   std::uint64_t sleep_after_ms = default_sleep_after_ms;  ///< Default: 10 minutes.
   bool keep_alive = false;                                ///< Default: false (hibernate when idle).
+  sandbox_limits limits;                                  ///< Default: the daemon's (all 0).
   bool operator==(const sandbox_config&) const = default;
 };
 

@@ -41,11 +41,20 @@ struct sandbox_usage {
   std::uint64_t pids_limit = 0;
 };
 
+/// Resource limits of one sandbox; 0 = the daemon's default.
+struct sandbox_limits {
+  std::uint64_t memory_bytes = 0;
+  std::uint64_t pids_max = 0;
+  std::uint64_t cpu_millis = 0;  ///< 1/1000 CPU.
+  bool operator==(const sandbox_limits&) const = default;
+};
+
 /// Lifecycle settings given at creation or changed later.
 struct sandbox_settings {
   std::uint64_t sleep_after_ms = 10 * 60 * 1000;  ///< Default: 10 minutes.
   bool keep_alive = false;                         ///< Default: false.
   bool start = true;  ///< Get: start (or wake) an existing sandbox. Default: true.
+  sandbox_limits limits;  ///< For a new sandbox. Default: the daemon's.
 };
 
 /// An exec as a client asked for it (already copied out of the wire format).

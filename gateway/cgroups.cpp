@@ -147,7 +147,14 @@ error cgroup_tree::prepare() {
   return {};
 }
 
-error cgroup_tree::create(std::uint64_t sandbox_id, std::vector<std::string>& join) {
+cgroup_limits cgroup_tree::effective(cgroup_limits own) const {
+  if (!own.memory_bytes) own.memory_bytes = limits_.memory_bytes;
+  if (!own.pids_max) own.pids_max = limits_.pids_max;
+  if (!own.cpu_millis) own.cpu_millis = limits_.cpu_millis;
+  return own;
+}
+
+error cgroup_tree::create(std::uint64_t sandbox_id, cgroup_limits own, std::vector<std::string>& join) {
   auto leaf = "/sb-" + std::to_string(sandbox_id);
   auto make = [&](const std::string& dir) -> error {
     if (::mkdir(dir.c_str(), 0755) < 0 && errno != EEXIST)
@@ -161,7 +168,7 @@ error cgroup_tree::create(std::uint64_t sandbox_id, std::vector<std::string>& jo
   };
   auto dir = path(sandbox_id);
   if (auto e = make(dir)) return e;
-  auto& l = limits_;
+  auto l = effective(own);
   if (v2_limits_) {
     if (l.memory_bytes)
       if (auto e = set(dir + "/memory.max", std::to_string(l.memory_bytes))) return e;

@@ -42,7 +42,9 @@ class cgroup_tree {
   error prepare();
   /// Creates the cgroups of a sandbox with the limits; `join` gets every directory the
   /// sandbox's init must join (cgroup.procs).
-  error create(std::uint64_t sandbox_id, std::vector<std::string>& join);
+  error create(std::uint64_t sandbox_id, cgroup_limits limits, std::vector<std::string>& join);
+  /// The daemon's defaults filled into the zero fields of `own`.
+  cgroup_limits effective(cgroup_limits own) const;
   /// Kills every process in the sandbox's cgroup (cgroup.kill). False if that is unsupported.
   bool kill_all(std::uint64_t sandbox_id);
   /// True once no process is left in it (or it does not exist).

@@ -281,7 +281,8 @@ class warren_impl final : public wire::Warren::Server {
     auto name = str(p.getName());
     auto options = p.getOptions();  // Defaults apply when the client sent none.
     bool create = options.getCreateIfMissing();
-    actors::sandbox_settings settings{options.getSleepAfterMs(), options.getKeepAlive(), options.getStart()};
+    actors::sandbox_settings settings{options.getSleepAfterMs(), options.getKeepAlive(), options.getStart(),
+                                      {options.getMemoryBytes(), options.getPidsMax(), options.getCpuMillis()}};
     return ctx_.calls
         .call<actors::sandbox_info>(
             [this, name, create, settings](auto cb) { ctx_.core.get_sandbox(name, create, settings, std::move(cb)); })

@@ -81,6 +81,19 @@ void sandbox_host::stop(std::uint64_t sandbox_id, std::function<void()> stopped)
   box_.post([this, sandbox_id, stopped = std::move(stopped)]() mutable { do_stop(sandbox_id, std::move(stopped)); });
 }
 
+actors::sandbox_runtime::resources sandbox_host::resource_usage(std::uint64_t sandbox_id) {
+  resources r;
+  r.cpu_us = cgroups_.cpu_usage_us(sandbox_id);
+  cgroups_.usage(sandbox_id, r.memory_bytes, r.memory_peak_bytes, r.pids);
+  std::lock_guard lock(limits_mutex_);
+  auto it = limits_.find(sandbox_id);
+  if (it != limits_.end()) {
+    r.memory_limit_bytes = it->second.memory_bytes;
+    r.pids_limit = it->second.pids_max;
+  }
+  return r;
+}
+
 kj::Maybe<wire::Agent::Client> sandbox_host::agent(std::uint64_t sandbox_id) {
   auto it = st_->links.find(sandbox_id);
   if (it == st_->links.end() || it->second->stopping) return nullptr;
@@ -92,7 +105,12 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
   auto fail = [&](const std::string& why) { started(make_error(errc::start_failed, "cannot start sandbox " + spec.name + ": " + why)); };
   if (st_->links.count(spec.sandbox_id)) return fail("its init is still running (stop it first)");
   std::vector<std::string> cgroup_dirs;
-  if (auto e = cgroups_.create(spec.sandbox_id, cgroup_dirs)) {
+  auto limits = cgroups_.effective(cgroup_limits{spec.memory_bytes, spec.pids_max, spec.cpu_millis});
+  {
+    std::lock_guard lock(limits_mutex_);
+    limits_[spec.sandbox_id] = limits;
+  }
+  if (auto e = cgroups_.create(spec.sandbox_id, limits, cgroup_dirs)) {
     cgroups_.remove(spec.sandbox_id);
     return fail(e.message);
   }

@@ -7,6 +7,8 @@
 #include <kj/async-io.h>
 
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <string>
 
 #include "actors/runtime.hpp"
@@ -31,14 +33,7 @@ class sandbox_host final : public actors::sandbox_runtime {
              std::function<void(const std::string&)> exited) override;
   void stop(std::uint64_t sandbox_id, std::function<void()> stopped) override;
   std::uint64_t cpu_usage_us(std::uint64_t sandbox_id) override { return cgroups_.cpu_usage_us(sandbox_id); }
-  resources resource_usage(std::uint64_t sandbox_id) override {
-    resources r;
-    r.cpu_us = cgroups_.cpu_usage_us(sandbox_id);
-    cgroups_.usage(sandbox_id, r.memory_bytes, r.memory_peak_bytes, r.pids);
-    r.memory_limit_bytes = cgroups_.limits().memory_bytes;
-    r.pids_limit = cgroups_.limits().pids_max;
-    return r;
-  }
+  resources resource_usage(std::uint64_t sandbox_id) override;
 
   /// The agent of a running sandbox. KJ thread only.
   kj::Maybe<wire::Agent::Client> agent(std::uint64_t sandbox_id);
@@ -66,6 +61,9 @@ class sandbox_host final : public actors::sandbox_runtime {
   // KJ members live behind a unique_ptr: their destructors may throw, which an override
   // of the plain runtime interface's destructor may not.
   std::unique_ptr<state> st_;
+  // Effective limits of running sandboxes, read from other threads (resource_usage).
+  std::mutex limits_mutex_;
+  std::unordered_map<std::uint64_t, cgroup_limits> limits_;  // Guarded by limits_mutex_.
 };
 
 }  // namespace warren::gateway

@@ -84,6 +84,9 @@ std::string encode_envelope(const envelope& e) {
           b.setKeepAlive(x.keep_alive);
           b.setName(x.name);
           b.setSandboxId(x.sandbox_id);
+          b.setMemoryBytes(x.memory_bytes);
+          b.setPidsMax(x.pids_max);
+          b.setCpuMillis(x.cpu_millis);
         } else {
           static_assert(always_false<T>, "event kind without an encoder");
         }
@@ -156,7 +159,8 @@ decoded decode_envelope(std::string_view bytes) {
       }
       case j::Envelope::Event::SANDBOX_CONFIGURED: {
         auto r = ev.getSandboxConfigured();
-        e.body = sandbox_configured{r.getSleepAfterMs(), r.getKeepAlive(), str(r.getName()), r.getSandboxId()};
+        e.body = sandbox_configured{r.getSleepAfterMs(), r.getKeepAlive(), str(r.getName()), r.getSandboxId(),
+                                    r.getMemoryBytes(), r.getPidsMax(), r.getCpuMillis()};
         break;
       }
       default:
@@ -251,7 +255,9 @@ std::string event_json(const event& e) {
           f += ",\"sandboxId\":" + std::to_string(x.sandbox_id);
         } else if constexpr (std::is_same_v<T, sandbox_configured>) {
           f += ",\"sleepAfterMs\":" + std::to_string(x.sleep_after_ms) +
-               ",\"keepAlive\":" + (x.keep_alive ? "true" : "false");
+               ",\"keepAlive\":" + (x.keep_alive ? "true" : "false") +
+               ",\"memoryBytes\":" + std::to_string(x.memory_bytes) + ",\"pidsMax\":" + std::to_string(x.pids_max) +
+               ",\"cpuMillis\":" + std::to_string(x.cpu_millis);
         }
         return f + "}";
       },

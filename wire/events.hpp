@@ -71,6 +71,9 @@ struct sandbox_configured {
   bool keep_alive = false;
   std::string name;
   std::uint64_t sandbox_id = 0;
+  std::uint64_t memory_bytes = 0;  ///< Limits; 0 = the daemon's default.
+  std::uint64_t pids_max = 0;
+  std::uint64_t cpu_millis = 0;
   bool operator==(const sandbox_configured&) const = default;
 };
 

@@ -75,6 +75,9 @@ struct SandboxConfigured {
   keepAlive @1 :Bool;       # Never hibernate when idle.
   name @2 :Text;            # Its name (the registry's key).
   sandboxId @3 :UInt64;     # Its incarnation.
+  memoryBytes @4 :UInt64;   # Memory limit; 0 = the daemon's default.
+  pidsMax @5 :UInt64;       # Process limit; 0 = the daemon's default.
+  cpuMillis @6 :UInt64;     # CPU limit in 1/1000 CPU; 0 = the daemon's default.
 }
 
 # State snapshots: a cache of replay, never the truth. A reader ignores a snapshot whose
@@ -92,6 +95,9 @@ struct SandboxSnapshot {
   keepAlive @8 :Bool;
   hibernated @9 :Bool;
   hibernations @10 :UInt64;
+  memoryBytes @11 :UInt64;
+  pidsMax @12 :UInt64;
+  cpuMillis @13 :UInt64;
 }
 
 struct RegistrySnapshot {

@@ -72,6 +72,13 @@ struct SandboxOptions {
   start @3 :Bool = true;
   # When false, an existing sandbox is returned as it is: not started, not woken (for info,
   # usage or hibernate). A new sandbox is always started.
+
+  memoryBytes @4 :UInt64;
+  # For a new sandbox: its memory limit; 0 = the daemon's default (--sandbox-memory).
+  pidsMax @5 :UInt32;
+  # For a new sandbox: its process/thread limit; 0 = the daemon's default (--sandbox-pids).
+  cpuMillis @6 :UInt32;
+  # For a new sandbox: its CPU limit in 1/1000 CPU; 0 = the daemon's default (--sandbox-cpus).
 }
 
 enum SandboxState {

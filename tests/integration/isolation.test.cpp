@@ -237,3 +237,21 @@ TEST_CASE("usage reports CPU, memory, processes and disk of a sandbox without wa
   CHECK(processes_with("warren-init --name u ").empty());  // Asking did not wake it.
   CHECK(d.warren({"usage", "u"}).out.find("4.8M in its writable layer") != std::string::npos);
 }
+
+TEST_CASE("limits set at creation apply to that sandbox only, and survive hibernation", "[isolation][limits]") {
+  warrend_process d({"--sandbox-memory", "1G"});
+  REQUIRE(d.warren({"create", "small", "--memory", "128M", "--pids", "100"}).code == 0);
+  auto eat = [&](const std::string& name) {
+    return d.warren({"exec", name, "--", "python3", "-c", "b = bytearray(300 * 1024 * 1024); print(len(b))"});
+  };
+  CHECK(eat("small").code == 128 + 9);
+  CHECK(eat("big").out == "314572800\n");  // The daemon's default (1G) is enough.
+  REQUIRE(d.warren({"sleep", "small"}).code == 0);
+  CHECK(eat("small").code == 128 + 9);  // Woken with the same limits.
+  auto json = d.warren({"usage", "small", "--json"}).out;
+  CHECK(json.find("\"memoryLimitBytes\":134217728") != std::string::npos);
+  CHECK(json.find("\"pidsLimit\":100") != std::string::npos);
+  auto bad = d.warren({"create", "x", "--memory", "lots"});
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("--memory takes a positive value") != std::string::npos);
+}

@@ -43,7 +43,7 @@ std::vector<envelope> golden_v2() {
   all.push_back({6, 1764400000500, false, sandbox_configured{60000, false, "demo", 7}});
   all.push_back({7, 1764400000600, false, sandbox_hibernated{7, "idle", "demo"}});
   all.push_back({8, 1764400000700, false, sandbox_woke{7, "demo"}});
-  all.push_back({9, 1764400000800, false, sandbox_configured{600000, true, "demo", 7}});
+  all.push_back({9, 1764400000800, false, sandbox_configured{600000, true, "demo", 7, 1 << 30, 512, 1500}});
   return all;
 }
 

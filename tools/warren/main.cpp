@@ -37,8 +37,9 @@ commands:
   exec NAME [--env K=V]... [--cwd DIR] [--timeout SECONDS] [--shell] -- CMD [ARGS...]
         run CMD in sandbox NAME (created if needed); output streams live, and warren exits
         with the command's exit code. --shell runs CMD as one `sh -c` command line.
-  create NAME [--sleep-after DURATION] [--keep-alive]
-        create a sandbox (exec creates one too, with the defaults: sleep after 10m)
+  create NAME [--sleep-after DURATION] [--keep-alive] [--memory SIZE] [--pids N] [--cpus N]
+        create a sandbox (exec creates one too, with the defaults: sleep after 10m and the
+        daemon's limits); SIZE like 512M or 2G, --cpus like 0.5
   set NAME [--sleep-after DURATION] [--keep-alive on|off]
         change when a sandbox hibernates
   sleep NAME
@@ -330,10 +331,38 @@ std::string info_json(warren::wire::SandboxInfo::Reader s) {
          ",\"keepAlive\":" + (s.getKeepAlive() ? "true" : "false") + "}";
 }
 
-// Parses --sleep-after / --keep-alive from rest[2..]; unset fields keep `sleep_ms`/`keep`.
-void parse_lifecycle(const options& o, std::uint64_t& sleep_ms, bool& keep, bool keep_takes_value) {
+struct create_limits {
+  std::uint64_t memory_bytes = 0, pids = 0, cpu_millis = 0;
+};
+
+// Parses --sleep-after / --keep-alive (and, for create, limits) from rest[2..]; unset fields
+// keep their values.
+void parse_lifecycle(const options& o, std::uint64_t& sleep_ms, bool& keep, bool keep_takes_value,
+                     create_limits* limits = nullptr) {
   auto& a = o.rest;
+  auto number = [&](std::size_t& i, double scale_default) -> std::uint64_t {
+    if (i + 1 >= a.size()) die(a[i] + " needs a value", exit_usage);
+    auto& v = a[++i];
+    char* end = nullptr;
+    double n = std::strtod(v.c_str(), &end);
+    std::string unit(end);
+    double scale = unit.empty() ? scale_default : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0 : unit == "G" ? 1073741824.0 : -1;
+    if (end == v.c_str() || n <= 0 || scale < 0) die(a[i - 1] + " takes a positive value, got '" + v + "'", exit_usage);
+    return static_cast<std::uint64_t>(n * scale);
+  };
   for (std::size_t i = 2; i < a.size(); ++i) {
+    if (limits && a[i] == "--memory") {
+      limits->memory_bytes = number(i, 1);
+      continue;
+    }
+    if (limits && a[i] == "--pids") {
+      limits->pids = number(i, 1);
+      continue;
+    }
+    if (limits && a[i] == "--cpus") {
+      limits->cpu_millis = number(i, 1000);
+      continue;
+    }
     if (a[i] == "--sleep-after" && i + 1 < a.size()) {
       sleep_ms = parse_duration_ms(a[++i]);
       if (sleep_ms == 0) die("--sleep-after takes a duration like 90s, 10m or 2h, got '" + a[i] + "'", exit_usage);
@@ -354,12 +383,16 @@ int cmd_create(connection& c, const options& o) {
   if (o.rest.size() < 2) die("create needs a sandbox name", exit_usage);
   std::uint64_t sleep_ms = 600000;
   bool keep = false;
-  parse_lifecycle(o, sleep_ms, keep, false);
+  create_limits limits;
+  parse_lifecycle(o, sleep_ms, keep, false, &limits);
   auto req = c.root.sandboxRequest();
   req.setName(o.rest[1]);
   auto opts = req.initOptions();
   opts.setSleepAfterMs(sleep_ms);
   opts.setKeepAlive(keep);
+  opts.setMemoryBytes(limits.memory_bytes);
+  opts.setPidsMax(static_cast<std::uint32_t>(limits.pids));
+  opts.setCpuMillis(static_cast<std::uint32_t>(limits.cpu_millis));
   auto res = req.send().wait(c.io.waitScope);
   if (o.json) std::printf("%s\n", info_json(res.getInfo()).c_str());
   else std::printf("%s\n", res.getInfo().getName().cStr());
