@@ -9,6 +9,8 @@
 #include <iterator>
 
 #include "wire/journal.capnp.h"
+#include "wire/json.hpp"
+#include "wire/message_bytes.hpp"
 
 namespace warren::wire {
 namespace {
@@ -92,23 +94,14 @@ std::string encode_envelope(const envelope& e) {
         }
       },
       e.body);
-  auto words = capnp::messageToFlatArray(message);
-  auto bytes = words.asBytes();
-  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+  return message_bytes(message);
 }
 
 decoded decode_envelope(std::string_view bytes) {
   decoded out;
-  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
-    out.error = "journal entry has " + std::to_string(bytes.size()) +
-                " bytes, not a whole number of 8-byte words";
-    return out;
-  }
-  // RocksDB values are not word-aligned: copy into an aligned buffer first.
-  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
-  std::memcpy(words.begin(), bytes.data(), bytes.size());
-  try {
-    capnp::FlatArrayMessageReader reader(words);
+  std::string error;
+  auto result = read_message<decoded>(bytes, [&](capnp::MessageReader& reader) -> decoded {
+    decoded d;
     auto root = reader.getRoot<j::Envelope>();
     envelope e;
     e.seq = root.getSeq();
@@ -166,19 +159,22 @@ decoded decode_envelope(std::string_view bytes) {
       default:
         // A kind written by a newer daemon.
         if (e.skippable) {
-          out.skipped = true;
+          d.skipped = true;
         } else {
-          out.error = "journal entry seq " + std::to_string(e.seq) +
+          d.error = "journal entry seq " + std::to_string(e.seq) +
                       " has an event kind this daemon does not know (" +
                       std::to_string(static_cast<unsigned>(ev.which())) + ")";
         }
-        return out;
+        return d;
     }
-    out.value = std::move(e);
-  } catch (const kj::Exception& ex) {
-    out.error = std::string("journal entry is not a valid envelope: ") + ex.getDescription().cStr();
+    d.value = std::move(e);
+    return d;
+  }, error);
+  if (!result) {
+    out.error = "journal " + error;
+    return out;
   }
-  return out;
+  return *result;
 }
 
 const char* event_kind(const event& e) {
@@ -191,30 +187,9 @@ const char* event_kind(const event& e) {
 
 namespace {
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
 std::string json_list(const std::vector<std::string>& v) {
   std::string out = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + json_string(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + json_quote(v[i]);
   return out + "]";
 }
 
@@ -223,7 +198,7 @@ std::string shell_words(const std::vector<std::string>& argv) {
   for (auto& a : argv) {
     if (!out.empty()) out += ' ';
     bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`;&|<>()*?") == std::string::npos;
-    out += plain ? a : json_string(a);
+    out += plain ? a : json_quote(a);
   }
   return out.size() > 200 ? out.substr(0, 197) + "..." : out;
 }
@@ -231,16 +206,16 @@ std::string shell_words(const std::vector<std::string>& argv) {
 }  // namespace
 
 std::string event_json(const event& e) {
-  auto kind = json_string(event_kind(e));
+  auto kind = json_quote(event_kind(e));
   return std::visit(
       [&](const auto& x) -> std::string {
         using T = std::decay_t<decltype(x)>;
         std::string f = "{\"kind\":" + kind;
         if constexpr (std::is_same_v<T, sandbox_created> || std::is_same_v<T, sandbox_destroyed>) {
-          f += ",\"name\":" + json_string(x.name) + ",\"sandboxId\":" + std::to_string(x.sandbox_id);
+          f += ",\"name\":" + json_quote(x.name) + ",\"sandboxId\":" + std::to_string(x.sandbox_id);
         } else if constexpr (std::is_same_v<T, exec_started>) {
           f += ",\"execId\":" + std::to_string(x.exec_id) + ",\"argv\":" + json_list(x.argv) +
-               ",\"cwd\":" + json_string(x.cwd) + ",\"envNames\":" + json_list(x.env_names) +
+               ",\"cwd\":" + json_quote(x.cwd) + ",\"envNames\":" + json_list(x.env_names) +
                ",\"timeoutMs\":" + std::to_string(x.timeout_ms);
         } else if constexpr (std::is_same_v<T, exec_finished>) {
           f += ",\"execId\":" + std::to_string(x.exec_id) + ",\"exitCode\":" + std::to_string(x.exit_code) +
@@ -248,9 +223,9 @@ std::string event_json(const event& e) {
                ",\"cancelled\":" + (x.cancelled ? "true" : "false") +
                ",\"durationMs\":" + std::to_string(x.duration_ms) +
                ",\"stdoutBytes\":" + std::to_string(x.stdout_bytes) +
-               ",\"stderrBytes\":" + std::to_string(x.stderr_bytes) + ",\"failed\":" + json_string(x.failed);
+               ",\"stderrBytes\":" + std::to_string(x.stderr_bytes) + ",\"failed\":" + json_quote(x.failed);
         } else if constexpr (std::is_same_v<T, sandbox_hibernated>) {
-          f += ",\"sandboxId\":" + std::to_string(x.sandbox_id) + ",\"reason\":" + json_string(x.reason);
+          f += ",\"sandboxId\":" + std::to_string(x.sandbox_id) + ",\"reason\":" + json_quote(x.reason);
         } else if constexpr (std::is_same_v<T, sandbox_woke>) {
           f += ",\"sandboxId\":" + std::to_string(x.sandbox_id);
         } else if constexpr (std::is_same_v<T, sandbox_configured>) {

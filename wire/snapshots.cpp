@@ -7,34 +7,15 @@
 #include <cstring>
 
 #include "wire/journal.capnp.h"
+#include "wire/message_bytes.hpp"
 
 namespace warren::wire {
 namespace {
 
 namespace j = warren::wire::journal;
 
-std::string to_bytes(capnp::MessageBuilder& message) {
-  auto words = capnp::messageToFlatArray(message);
-  auto bytes = words.asBytes();
-  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
-}
-
-// Runs `read` on the message in `bytes` (copied to aligned words); nullopt on any failure.
-template <class T, class F>
-std::optional<T> with_reader(std::string_view bytes, F read) {
-  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) return std::nullopt;
-  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
-  std::memcpy(words.begin(), bytes.data(), bytes.size());
-  try {
-    // A registry snapshot of 100,000 sandboxes is a few MB: allow for it.
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = 1ull << 28;
-    capnp::FlatArrayMessageReader reader(words, options);
-    return read(reader);
-  } catch (const kj::Exception&) {
-    return std::nullopt;
-  }
-}
+// A registry snapshot of 100,000 sandboxes is a few MB: allow for it.
+constexpr std::uint64_t snapshot_traversal_limit = 1ull << 28;
 
 std::string str(capnp::Text::Reader t) { return std::string(t.cStr(), t.size()); }
 
@@ -58,7 +39,7 @@ std::string encode_snapshot(const sandbox_snapshot& s) {
   b.setMemoryBytes(s.memory_bytes);
   b.setPidsMax(s.pids_max);
   b.setCpuMillis(s.cpu_millis);
-  return to_bytes(message);
+  return message_bytes(message);
 }
 
 std::string encode_snapshot(const registry_snapshot& s) {
@@ -78,11 +59,12 @@ std::string encode_snapshot(const registry_snapshot& s) {
     o.setKeepAlive(e.keep_alive);
     o.setHibernated(e.hibernated);
   }
-  return to_bytes(message);
+  return message_bytes(message);
 }
 
 std::optional<sandbox_snapshot> decode_sandbox_snapshot(std::string_view bytes) {
-  return with_reader<sandbox_snapshot>(bytes, [](capnp::MessageReader& reader) -> std::optional<sandbox_snapshot> {
+  std::string error;
+  auto out = read_message<std::optional<sandbox_snapshot>>(bytes, [](capnp::MessageReader& reader) -> std::optional<sandbox_snapshot> {
     auto r = reader.getRoot<j::SandboxSnapshot>();
     if (r.getVersion() != snapshot_version) return std::nullopt;
     sandbox_snapshot s;
@@ -100,11 +82,13 @@ std::optional<sandbox_snapshot> decode_sandbox_snapshot(std::string_view bytes) 
     s.pids_max = r.getPidsMax();
     s.cpu_millis = r.getCpuMillis();
     return s;
-  });
+  }, error, snapshot_traversal_limit);
+  return out ? *out : std::nullopt;
 }
 
 std::optional<registry_snapshot> decode_registry_snapshot(std::string_view bytes) {
-  return with_reader<registry_snapshot>(bytes, [](capnp::MessageReader& reader) -> std::optional<registry_snapshot> {
+  std::string error;
+  auto out = read_message<std::optional<registry_snapshot>>(bytes, [](capnp::MessageReader& reader) -> std::optional<registry_snapshot> {
     auto r = reader.getRoot<j::RegistrySnapshot>();
     if (r.getVersion() != snapshot_version) return std::nullopt;
     registry_snapshot s;
@@ -115,7 +99,8 @@ std::optional<registry_snapshot> decode_registry_snapshot(std::string_view bytes
       s.entries.push_back({str(e.getName()), e.getSandboxId(), e.getCreatedAtMs(), e.getSleepAfterMs(),
                            e.getKeepAlive(), e.getHibernated()});
     return s;
-  });
+  }, error, snapshot_traversal_limit);
+  return out ? *out : std::nullopt;
 }
 
 }  // namespace warren::wire

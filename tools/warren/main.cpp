@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "wire/errors.hpp"
+#include "wire/json.hpp"
 #include "wire/warren.capnp.h"
 
 namespace {
@@ -81,23 +82,6 @@ struct options {
   bool json = false;
   std::vector<std::string> rest;
 };
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 bool write_all(int fd, const kj::byte* data, std::size_t size) {
   while (size > 0) {
@@ -324,7 +308,7 @@ std::string format_duration(std::uint64_t ms) {
 }
 
 std::string info_json(warren::wire::SandboxInfo::Reader s) {
-  return std::string("{\"name\":") + json_string(s.getName().cStr()) + ",\"state\":\"" + state_name(s.getState()) +
+  return std::string("{\"name\":") + warren::wire::json_quote(s.getName().cStr()) + ",\"state\":\"" + state_name(s.getState()) +
          "\",\"id\":" + std::to_string(s.getId()) + ",\"createdAtMs\":" + std::to_string(s.getCreatedAtMs()) +
          ",\"lastActivityMs\":" + std::to_string(s.getLastActivityMs()) +
          ",\"sleepAfterMs\":" + std::to_string(s.getSleepAfterMs()) +
@@ -598,7 +582,7 @@ int cmd_rm(connection& c, const options& o) {
 
 int cmd_version(connection& c, const options& o) {
   auto res = c.root.versionRequest().send().wait(c.io.waitScope);
-  if (o.json) std::printf("{\"client\":\"0.1.0\",\"daemon\":%s,\"api\":%u}\n", json_string(res.getDaemon().cStr()).c_str(), res.getApi());
+  if (o.json) std::printf("{\"client\":\"0.1.0\",\"daemon\":%s,\"api\":%u}\n", warren::wire::json_quote(res.getDaemon().cStr()).c_str(), res.getApi());
   else std::printf("warren 0.1.0, warrend %s (API %u)\n", res.getDaemon().cStr(), res.getApi());
   return 0;
 }
