@@ -100,8 +100,8 @@ std::string encode_envelope(const envelope& e) {
 decoded decode_envelope(std::string_view bytes) {
   decoded out;
   std::string error;
-  auto result = read_message<decoded>(bytes, [&](capnp::MessageReader& reader) -> decoded {
-    decoded d;
+  decoded d;
+  bool ok = read_message(bytes, [&](capnp::MessageReader& reader) {
     auto root = reader.getRoot<j::Envelope>();
     envelope e;
     e.seq = root.getSeq();
@@ -165,16 +165,15 @@ decoded decode_envelope(std::string_view bytes) {
                       " has an event kind this daemon does not know (" +
                       std::to_string(static_cast<unsigned>(ev.which())) + ")";
         }
-        return d;
+        return;
     }
     d.value = std::move(e);
-    return d;
   }, error);
-  if (!result) {
+  if (!ok) {
     out.error = "journal " + error;
     return out;
   }
-  return *result;
+  return d;
 }
 
 const char* event_kind(const event& e) {

@@ -64,9 +64,10 @@ std::string encode_snapshot(const registry_snapshot& s) {
 
 std::optional<sandbox_snapshot> decode_sandbox_snapshot(std::string_view bytes) {
   std::string error;
-  auto out = read_message<std::optional<sandbox_snapshot>>(bytes, [](capnp::MessageReader& reader) -> std::optional<sandbox_snapshot> {
+  std::optional<sandbox_snapshot> out;
+  read_message(bytes, [&](capnp::MessageReader& reader) {
     auto r = reader.getRoot<j::SandboxSnapshot>();
-    if (r.getVersion() != snapshot_version) return std::nullopt;
+    if (r.getVersion() != snapshot_version) return;
     sandbox_snapshot s;
     s.seq = r.getSeq();
     s.name = str(r.getName());
@@ -81,16 +82,17 @@ std::optional<sandbox_snapshot> decode_sandbox_snapshot(std::string_view bytes) 
     s.memory_bytes = r.getMemoryBytes();
     s.pids_max = r.getPidsMax();
     s.cpu_millis = r.getCpuMillis();
-    return s;
+    out = std::move(s);
   }, error, snapshot_traversal_limit);
-  return out ? *out : std::nullopt;
+  return out;
 }
 
 std::optional<registry_snapshot> decode_registry_snapshot(std::string_view bytes) {
   std::string error;
-  auto out = read_message<std::optional<registry_snapshot>>(bytes, [](capnp::MessageReader& reader) -> std::optional<registry_snapshot> {
+  std::optional<registry_snapshot> out;
+  read_message(bytes, [&](capnp::MessageReader& reader) {
     auto r = reader.getRoot<j::RegistrySnapshot>();
-    if (r.getVersion() != snapshot_version) return std::nullopt;
+    if (r.getVersion() != snapshot_version) return;
     registry_snapshot s;
     s.seq = r.getSeq();
     s.next_id = r.getNextId();
@@ -98,9 +100,9 @@ std::optional<registry_snapshot> decode_registry_snapshot(std::string_view bytes
     for (auto e : r.getEntries())
       s.entries.push_back({str(e.getName()), e.getSandboxId(), e.getCreatedAtMs(), e.getSleepAfterMs(),
                            e.getKeepAlive(), e.getHibernated()});
-    return s;
+    out = std::move(s);
   }, error, snapshot_traversal_limit);
-  return out ? *out : std::nullopt;
+  return out;
 }
 
 }  // namespace warren::wire
