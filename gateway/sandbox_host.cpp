@@ -220,6 +220,10 @@ void sandbox_host::on_exit(std::uint64_t sandbox_id, int status) {
   if (it == st_->links.end()) return;
   auto l = kj::mv(it->second);
   st_->links.erase(it);
+  {
+    std::lock_guard lock(limits_mutex_);
+    limits_.erase(sandbox_id);
+  }
   auto why = describe_status(status);
   if (!l->stopping) spdlog::warn("event=init_exited sandbox={} reason=\"{}\"", l->name, why);
   // Stage 1 is gone, so PID 1 got SIGKILL; the rest of the pid namespace dies with it. The

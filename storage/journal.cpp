@@ -6,6 +6,9 @@
 #include <spdlog/spdlog.h>
 
 #include <condition_variable>
+#include <cstdarg>
+#include <algorithm>
+#include <cstdio>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -36,6 +39,24 @@ std::string snapshot_key(std::uint64_t stream) {
 struct pending {
   journal_batch batch;
   append_callback done;
+};
+
+// RocksDB's own log goes to ours (warnings and errors only) instead of LOG files in the
+// journal directory: no second log format, and nothing written to a disk that may be full
+// (RocksDB 7.8 with assertions aborts when its LOG file fails after an earlier error).
+class spdlog_logger final : public rocksdb::Logger {
+ public:
+  spdlog_logger() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    if (level < GetInfoLogLevel()) return;
+    char buf[1024];
+    int n = std::vsnprintf(buf, sizeof buf, format, ap);
+    for (int i = std::min<int>(n, sizeof buf - 1) - 1; i >= 0 && (buf[i] == '\n' || buf[i] == '\r'); --i) buf[i] = '\0';
+    if (level >= rocksdb::InfoLogLevel::ERROR_LEVEL) spdlog::error("event=rocksdb message=\"{}\"", buf);
+    else spdlog::warn("event=rocksdb message=\"{}\"", buf);
+  }
+  void Logv(const char* format, va_list ap) override { Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap); }
 };
 
 }  // namespace
@@ -142,7 +163,9 @@ struct journal::impl {
         auto s = db->Write(wo, &wb);
         wrote = true;
         if (!s.ok()) {
-          spdlog::error("event=journal_write_failed status=\"{}\"", s.ToString());
+          spdlog::error("event=journal_write_failed status=\"{}\" action=\"changes are refused until warrend is "
+                        "restarted with room on the disk; nothing acknowledged is lost\"",
+                        s.ToString());
           for (auto& r : results)
             if (!r) r = make_error(errc::journal_failed, "the journal could not write to disk");
           // What is on disk is unknown now: forget the cached seqs so they are re-read.
@@ -198,7 +221,7 @@ std::unique_ptr<journal> journal::open(const journal_options& options, error& er
   db_options.create_missing_column_families = true;
   // Small footprint: the journal is append-mostly and read on replay only.
   db_options.max_background_jobs = 2;
-  db_options.keep_log_file_num = 4;
+  db_options.info_log = std::make_shared<spdlog_logger>();
 
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
