@@ -78,7 +78,7 @@ typename Inspector::result_type inspect(Inspector& f, exec_ticket& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, exec_outcome& x) {
   return f(caf::meta::type_name("exec_outcome"), x.exit_code, x.signal, x.timed_out, x.cancelled,
-           x.duration_ms, x.stdout_bytes, x.stderr_bytes, x.failed);
+           x.duration_ms, x.stdout_bytes, x.stderr_bytes, x.failed, x.oom_killed);
 }
 
 /// The input gate of an actor: while a journal write or a runtime call is in flight the

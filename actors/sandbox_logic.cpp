@@ -129,6 +129,7 @@ wire::exec_finished decide_exec_end(std::uint64_t exec_id, const exec_outcome& o
   f.stdout_bytes = o.stdout_bytes;
   f.stderr_bytes = o.stderr_bytes;
   f.failed = o.failed;
+  f.oom_killed = o.oom_killed;
   return f;
 }
 

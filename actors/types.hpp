@@ -86,6 +86,7 @@ struct exec_outcome {
   std::uint64_t stdout_bytes = 0;
   std::uint64_t stderr_bytes = 0;
   std::string failed;  ///< Why it could not run; empty if it ran.
+  bool oom_killed = false;  ///< The sandbox's memory limit killed a process while it ran.
 };
 
 /// Completion callback of the asynchronous facade: an error, or a value.

@@ -242,6 +242,18 @@ void cgroup_tree::usage(std::uint64_t sandbox_id, std::uint64_t& memory, std::ui
   }
 }
 
+std::uint64_t cgroup_tree::oom_kills(std::uint64_t sandbox_id) const {
+  auto field = [](const std::string& text, const std::string& key) -> std::uint64_t {
+    auto at = text.find(key + " ");
+    return at == std::string::npos ? 0 : std::strtoull(text.c_str() + at + key.size() + 1, nullptr, 10);
+  };
+  if (v2_limits_) return field(read_file(path(sandbox_id) + "/memory.events"), "oom_kill");
+  for (auto& [controller, parent] : v1_parents_)
+    if (controller == "memory")
+      return field(read_file(parent + "/sb-" + std::to_string(sandbox_id) + "/memory.oom_control"), "oom_kill");
+  return 0;
+}
+
 void cgroup_tree::remove_parent() {
   for (auto& [controller, parent] : v1_parents_) ::rmdir(parent.c_str());
   ::rmdir(parent_.c_str());

@@ -56,6 +56,8 @@ class cgroup_tree {
   /// Memory now and at its peak, and processes now, from whichever hierarchy has them.
   void usage(std::uint64_t sandbox_id, std::uint64_t& memory, std::uint64_t& memory_peak, std::uint64_t& pids) const;
   const cgroup_limits& limits() const { return limits_; }
+  /// How many times the kernel's OOM killer acted in the sandbox's memory cgroup.
+  std::uint64_t oom_kills(std::uint64_t sandbox_id) const;
   /// Removes the parent directories (at shutdown, when all sandboxes are gone).
   void remove_parent();
 

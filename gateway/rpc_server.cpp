@@ -124,6 +124,7 @@ struct exec_run {
   std::uint64_t sandbox_id;
   std::uint64_t exec_id = 0;
   bool reported = true;  // Nothing to report until the exec is journaled.
+  std::uint64_t oom_kills_before = 0;
   kj::Own<output_tally> tally = kj::refcounted<output_tally>();
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 
@@ -208,6 +209,7 @@ class sandbox_impl final : public wire::Sandbox::Server {
           state->exec_id = t.exec_id;
           state->reported = false;
           state->started = std::chrono::steady_clock::now();
+          state->oom_kills_before = ctx_.host.oom_kills(t.sandbox_id);
           KJ_IF_MAYBE(agent, ctx_.host.agent(t.sandbox_id)) {
             auto call = agent->execRequest();
             auto argv = call.initArgv(t.argv.size());
@@ -225,6 +227,7 @@ class sandbox_impl final : public wire::Sandbox::Server {
                   o.signal = st.getSignal();
                   o.timed_out = st.getTimedOut();
                   o.duration_ms = st.getDurationUs() / 1000;
+                  o.oom_killed = ctx_.host.oom_kills(state->sandbox_id) > state->oom_kills_before;
                   return state->tally->wait_for(st.getStdoutBytes(), st.getStderrBytes())
                       .exclusiveJoin(ctx_.timer.afterDelay(10 * kj::SECONDS).then([state]() {
                         spdlog::warn("event=exec_output_incomplete exec={}", state->exec_id);
@@ -260,6 +263,7 @@ class sandbox_impl final : public wire::Sandbox::Server {
                 res.setStdoutBytes(o.stdout_bytes);
                 res.setStderrBytes(o.stderr_bytes);
                 res.setExecId(exec_id);
+                res.setOomKilled(o.oom_killed);
                 return kj::READY_NOW;
               });
         })

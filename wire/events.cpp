@@ -71,6 +71,7 @@ std::string encode_envelope(const envelope& e) {
           b.setStdoutBytes(x.stdout_bytes);
           b.setStderrBytes(x.stderr_bytes);
           b.setFailed(x.failed);
+          b.setOomKilled(x.oom_killed);
         } else if constexpr (std::is_same_v<T, sandbox_hibernated>) {
           auto b = ev.initSandboxHibernated();
           b.setSandboxId(x.sandbox_id);
@@ -137,6 +138,7 @@ decoded decode_envelope(std::string_view bytes) {
         f.stdout_bytes = r.getStdoutBytes();
         f.stderr_bytes = r.getStderrBytes();
         f.failed = str(r.getFailed());
+        f.oom_killed = r.getOomKilled();
         e.body = std::move(f);
         break;
       }
@@ -222,7 +224,8 @@ std::string event_json(const event& e) {
                ",\"cancelled\":" + (x.cancelled ? "true" : "false") +
                ",\"durationMs\":" + std::to_string(x.duration_ms) +
                ",\"stdoutBytes\":" + std::to_string(x.stdout_bytes) +
-               ",\"stderrBytes\":" + std::to_string(x.stderr_bytes) + ",\"failed\":" + json_quote(x.failed);
+               ",\"stderrBytes\":" + std::to_string(x.stderr_bytes) + ",\"failed\":" + json_quote(x.failed) +
+               ",\"oomKilled\":" + (x.oom_killed ? "true" : "false");
         } else if constexpr (std::is_same_v<T, sandbox_hibernated>) {
           f += ",\"sandboxId\":" + std::to_string(x.sandbox_id) + ",\"reason\":" + json_quote(x.reason);
         } else if constexpr (std::is_same_v<T, sandbox_woke>) {
@@ -253,6 +256,7 @@ std::string event_summary(const event& e) {
           if (!x.failed.empty()) how = "failed: " + x.failed;
           else if (x.cancelled) how = "cancelled by the caller";
           else if (x.timed_out) how = "timed out";
+          else if (x.oom_killed) how = "killed: out of memory";
           else if (x.signal != 0) how = "killed by signal " + std::to_string(x.signal);
           else how = "exit " + std::to_string(x.exit_code);
           return "exec " + std::to_string(x.exec_id) + " finished: " + how + " in " + std::to_string(x.duration_ms) + " ms";

@@ -47,6 +47,7 @@ struct exec_finished {
   std::uint64_t stdout_bytes = 0;
   std::uint64_t stderr_bytes = 0;
   std::string failed;  ///< Why it could not run at all; empty when it ran.
+  bool oom_killed = false;  ///< The memory limit killed a process of the sandbox meanwhile.
   bool operator==(const exec_finished&) const = default;
 };
 

@@ -51,6 +51,7 @@ struct ExecFinished {
   stdoutBytes @6 :UInt64;   # Bytes of output delivered.
   stderrBytes @7 :UInt64;   # Bytes of error output delivered.
   failed @8 :Text;          # Non-empty when the exec could not run at all (agent link lost ...).
+  oomKilled @9 :Bool;       # The sandbox's memory limit killed a process while it ran.
 }
 
 struct SandboxHibernated {

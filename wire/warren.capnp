@@ -166,4 +166,6 @@ struct ExecResult {
   stdoutBytes @4 :UInt64;  # Bytes of stdout delivered to `output`.
   stderrBytes @5 :UInt64;  # Bytes of stderr delivered to `output`.
   execId @6 :UInt64;       # Id of this exec in the sandbox's journal.
+  oomKilled @7 :Bool;      # The sandbox's memory limit was hit while it ran and the kernel
+                           # killed a process of the sandbox (typically this command).
 }

@@ -147,6 +147,11 @@ TEST_CASE("limits: a memory bomb is killed inside the sandbox and nothing else i
   auto bomb = d.warren({"exec", "a", "--", "python3", "-c", "b = bytearray(768 * 1024 * 1024); print(len(b))"});
   CHECK(bomb.code == 128 + 9);  // SIGKILL from the OOM killer of the sandbox's cgroup.
   CHECK(bomb.out.empty());
+  CHECK(bomb.err.find("out of memory") != std::string::npos);  // The sandbox reports it.
+  CHECK(d.warren({"journal", "a"}).out.find("killed: out of memory") != std::string::npos);
+  auto fine = d.warren({"exec", "a", "--", "sh", "-c", "kill -9 $$"});
+  CHECK(fine.code == 128 + 9);
+  CHECK(fine.err.find("out of memory") == std::string::npos);  // Not every SIGKILL is an OOM.
   CHECK(sh(d, "a", "echo alive").out == "alive\n");
   CHECK(d.warren({"exec", "b", "--", "echo", "other"}).out == "other\n");
 }

@@ -16,7 +16,7 @@ std::vector<envelope> golden_v1() {
       {1, 1764400000000, false, sandbox_created{"demo", 7}},
       {2, 1764400000100, false, exec_started{1, {"sh", "-c", "echo hi"}, "/workspace", {"TOKEN"}, 5000}},
       {3, 1764400000200, false, exec_finished{1, 0, 0, false, false, 12, 3, 0, ""}},
-      {4, 1764400000300, false, exec_finished{2, -1, 9, true, true, 5000, 1 << 20, 17, "lost"}},
+      {4, 1764400000300, false, exec_finished{2, -1, 9, true, true, 5000, 1 << 20, 17, "lost", false}},
       {5, 1764400000400, false, sandbox_destroyed{"demo", 7}},
   };
 }
@@ -44,6 +44,7 @@ std::vector<envelope> golden_v2() {
   all.push_back({7, 1764400000600, false, sandbox_hibernated{7, "idle", "demo"}});
   all.push_back({8, 1764400000700, false, sandbox_woke{7, "demo"}});
   all.push_back({9, 1764400000800, false, sandbox_configured{600000, true, "demo", 7, 1 << 30, 512, 1500}});
+  all.push_back({10, 1764400000900, false, exec_finished{3, -1, 9, false, false, 40, 0, 0, "", true}});
   return all;
 }
 

@@ -278,14 +278,18 @@ int cmd_exec(connection& c, const options& o) {
   if (counts.out < result.getStdoutBytes() || counts.err < result.getStderrBytes())
     std::fprintf(stderr, "warren: the command's output was cut short (connection problem)\n");
   if (o.json)
-    std::fprintf(stderr, "{\"exitCode\":%d,\"signal\":%d,\"timedOut\":%s,\"durationMs\":%llu,\"execId\":%llu}\n",
+    std::fprintf(stderr, "{\"exitCode\":%d,\"signal\":%d,\"timedOut\":%s,\"oomKilled\":%s,\"durationMs\":%llu,\"execId\":%llu}\n",
                  result.getExitCode(), result.getSignal(), result.getTimedOut() ? "true" : "false",
+                 result.getOomKilled() ? "true" : "false",
                  static_cast<unsigned long long>(result.getDurationMs()),
                  static_cast<unsigned long long>(result.getExecId()));
   if (result.getTimedOut()) {
     if (!o.json) std::fprintf(stderr, "warren: command timed out after %.3g s and was killed\n", timeout_ms / 1000.0);
     return exit_timed_out;
   }
+  if (result.getOomKilled() && !o.json)
+    std::fprintf(stderr, "warren: out of memory: the sandbox's memory limit was reached and the kernel killed %s\n",
+                 result.getSignal() == 9 ? "the command" : "a process of the sandbox");
   if (result.getSignal() != 0) return 128 + result.getSignal();
   return result.getExitCode();
 }
