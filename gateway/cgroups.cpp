@@ -204,9 +204,14 @@ bool cgroup_tree::is_empty(std::uint64_t sandbox_id) const {
 }
 
 error cgroup_tree::remove(std::uint64_t sandbox_id) {
+  // The v1 hierarchies can lag behind cgroup2 by a moment (a pids cgroup counts its tasks
+  // until they are fully released): report EBUSY so that the caller retries.
   auto leaf = "/sb-" + std::to_string(sandbox_id);
-  for (auto& [controller, parent] : v1_parents_) remove_dir(parent + leaf);  // Empty once v2 is.
-  return remove_dir(path(sandbox_id));
+  error first;
+  for (auto& [controller, parent] : v1_parents_)
+    if (auto e = remove_dir(parent + leaf); e && !first) first = e;
+  if (auto e = remove_dir(path(sandbox_id)); e && !first) first = e;
+  return first;
 }
 
 std::uint64_t cgroup_tree::cpu_usage_us(std::uint64_t sandbox_id) const {
