@@ -336,6 +336,10 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
             arm_idle_timer(self);
             publish(self);
             rp.deliver(make_info(self->state));
+            // Configuring a sleeping sandbox does not wake it; its actor goes away again.
+            self->state.gate.run([self] {
+              if (self->state.status == sandbox_status::hibernated) self->quit();
+            });
           });
         });
         return rp;
