@@ -160,7 +160,7 @@ void handle_get(registry_actor* self, const std::string& name, bool create, cons
                                  start_timeout(s));
   }
   if (!create) return (void)rp.deliver(to_caf(make_error(errc::not_found, "no sandbox is called " + name)));
-  if (auto e = validate_config({settings.sleep_after_ms, settings.keep_alive})) return (void)rp.deliver(to_caf(e));
+  if (auto e = validate_config({settings.sleep_after_ms, settings.keep_alive, {}})) return (void)rp.deliver(to_caf(e));
   auto id = s.rec.next_id;
   wire::sandbox_created created{name, id};
   wire::sandbox_configured configured{settings.sleep_after_ms, settings.keep_alive, name, id,

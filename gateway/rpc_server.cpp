@@ -158,7 +158,7 @@ class sandbox_impl final : public wire::Sandbox::Server {
 
   kj::Promise<void> configure(ConfigureContext context) override {
     auto p = context.getParams();
-    actors::sandbox_settings settings{p.getSleepAfterMs(), p.getKeepAlive()};
+    actors::sandbox_settings settings{p.getSleepAfterMs(), p.getKeepAlive(), true, {}};
     return ctx_.calls
         .call<actors::sandbox_info>([this, settings](auto cb) { ctx_.core.configure(name_, id_, settings, std::move(cb)); })
         .then([context](actors::sandbox_info i) mutable { fill(context.getResults().initInfo(), i); });

@@ -279,7 +279,7 @@ TEST_CASE("after a restart the registry knows its sandboxes and closes execs tha
 TEST_CASE("an idle sandbox hibernates after sleep_after and the next call wakes it", "[lifecycle][hibernate]") {
   fixture f;
   reply<sandbox_info> created;
-  f.c->get_sandbox("nap", true, {1000, false}, created.cb());
+  f.c->get_sandbox("nap", true, {1000, false, true, {}}, created.cb());
   auto [e, info] = created.get();
   REQUIRE_FALSE(e);
   CHECK(info.sleep_after_ms == 1000);
@@ -312,7 +312,7 @@ TEST_CASE("an idle sandbox hibernates after sleep_after and the next call wakes 
 TEST_CASE("a running exec, CPU use or keep_alive keep a sandbox awake", "[lifecycle][hibernate]") {
   fixture f;
   reply<sandbox_info> created;
-  f.c->get_sandbox("busy", true, {1000, false}, created.cb());
+  f.c->get_sandbox("busy", true, {1000, false, true, {}}, created.cb());
   auto info = created.get().second;
   exec_request req;
   req.argv = {"sleep", "100"};
@@ -326,10 +326,10 @@ TEST_CASE("a running exec, CPU use or keep_alive keep a sandbox awake", "[lifecy
   CHECK(refused.get().first.code == errc::busy);
 
   reply<sandbox_info> kept;
-  f.c->get_sandbox("kept", true, {1000, true}, kept.cb());
+  f.c->get_sandbox("kept", true, {1000, true, true, {}}, kept.cb());
   REQUIRE_FALSE(kept.get().first);
   reply<sandbox_info> cpu;
-  f.c->get_sandbox("cpu", true, {1000, false}, cpu.cb());
+  f.c->get_sandbox("cpu", true, {1000, false, true, {}}, cpu.cb());
   REQUIRE_FALSE(cpu.get().first);
   for (int i = 0; i < 25; ++i) {  // Background CPU use, as a build would show in its cgroup.
     f.runtime.cpu_us += 1000;
@@ -348,11 +348,11 @@ TEST_CASE("a running exec, CPU use or keep_alive keep a sandbox awake", "[lifecy
 TEST_CASE("settings are validated and journaled", "[lifecycle]") {
   fixture f;
   reply<sandbox_info> bad;
-  f.c->get_sandbox("x", true, {10, false}, bad.cb());
+  f.c->get_sandbox("x", true, {10, false, true, {}}, bad.cb());
   CHECK(bad.get().first.code == errc::invalid_argument);
   auto info = f.get("x");
   reply<sandbox_info> r;
-  f.c->configure("x", info.id, {3600000, true}, r.cb());
+  f.c->configure("x", info.id, {3600000, true, true, {}}, r.cb());
   auto [e, after] = r.get();
   REQUIRE_FALSE(e);
   CHECK(after.keep_alive);

@@ -260,3 +260,26 @@ TEST_CASE("limits set at creation apply to that sandbox only, and survive hibern
   CHECK(bad.code == 2);
   CHECK(bad.err.find("--memory takes a positive value") != std::string::npos);
 }
+
+TEST_CASE("escape system calls fail: pivot_root, setns, chroot out of the root, module loading, reboot, kexec", "[isolation][seccomp]") {
+  warrend_process d;
+  auto sys = [&](const std::string& call) {
+    return sh(d, "a", "python3 -c 'import ctypes; libc = ctypes.CDLL(None, use_errno=True); r = libc.syscall(" + call +
+                          "); print(r, ctypes.get_errno())'")
+        .out;
+  };
+  CHECK(sys("155, b\"/tmp\", b\"/tmp\"") == "-1 1\n");   // pivot_root: EPERM
+  CHECK(sys("308, 0, 0") == "-1 1\n");                    // setns: EPERM
+  CHECK(sys("313, 0, b\"\", 0") == "-1 1\n");             // finit_module: EPERM
+  CHECK(sys("175, None, 0, b\"\"") == "-1 1\n");          // init_module: EPERM
+  CHECK(sys("169, 0, 0, 0, None") == "-1 1\n");           // reboot: EPERM
+  CHECK(sys("246, 0, 0, None, 0") == "-1 1\n");           // kexec_load: EPERM
+  CHECK(sys("298, None, 0, -1, -1, 0") == "-1 1\n");      // perf_event_open: EPERM
+  CHECK(sys("323, 0") == "-1 1\n");                       // userfaultfd: EPERM
+  // /proc/self/root is the sandbox's own root; PID 1's (more privileged) root and cwd links
+  // are not even reachable for commands.
+  CHECK(sh(d, "a", "ls /proc/self/root/ | grep -c workspace").out == "1\n");
+  CHECK(sh(d, "a", "echo x > /proc/1/root/tmp/through-proc").code != 0);
+  CHECK(sh(d, "a", "ls /proc/1/cwd/").code != 0);
+  CHECK_FALSE(fs::exists("/tmp/through-proc"));
+}
