@@ -187,13 +187,7 @@ void core::usage(std::string name, std::uint64_t id, callback<sandbox_usage> don
       *impl_->system, impl_->registry, impl_->timeout(), std::move(name),
       [runtime, dir, id](std::uint64_t found, sandbox_usage& u) {
         if (found != id) return make_error(errc::sandbox_gone, "this sandbox was destroyed");
-        auto r = runtime->resource_usage(id);
-        u.cpu_us = r.cpu_us;
-        u.memory_bytes = r.memory_bytes;
-        u.memory_peak_bytes = r.memory_peak_bytes;
-        u.pids = r.pids;
-        u.memory_limit_bytes = r.memory_limit_bytes;
-        u.pids_limit = r.pids_limit;
+        u = runtime->resource_usage(id);
         u.disk_bytes = storage::tree_bytes(dir);
         return error{};
       },

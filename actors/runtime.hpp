@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "actors/types.hpp"
 #include "wire/errors.hpp"
 
 namespace warren::actors {
@@ -41,17 +42,9 @@ class sandbox_runtime {
   /// unknown. Thread-safe; a small blocking file read.
   virtual std::uint64_t cpu_usage_us(std::uint64_t sandbox_id) = 0;
 
-  /// Resource use of a running sandbox (zeros when it is not running). Thread-safe; a few
-  /// small blocking file reads.
-  struct resources {
-    std::uint64_t cpu_us = 0;
-    std::uint64_t memory_bytes = 0;
-    std::uint64_t memory_peak_bytes = 0;
-    std::uint64_t pids = 0;
-    std::uint64_t memory_limit_bytes = 0;
-    std::uint64_t pids_limit = 0;
-  };
-  virtual resources resource_usage(std::uint64_t sandbox_id) = 0;
+  /// Resource use of a running sandbox from its cgroups (zeros when it is not running;
+  /// disk_bytes is left to the caller). Thread-safe; a few small blocking file reads.
+  virtual sandbox_usage resource_usage(std::uint64_t sandbox_id) = 0;
 };
 
 }  // namespace warren::actors

@@ -81,8 +81,8 @@ void sandbox_host::stop(std::uint64_t sandbox_id, std::function<void()> stopped)
   box_.post([this, sandbox_id, stopped = std::move(stopped)]() mutable { do_stop(sandbox_id, std::move(stopped)); });
 }
 
-actors::sandbox_runtime::resources sandbox_host::resource_usage(std::uint64_t sandbox_id) {
-  resources r;
+actors::sandbox_usage sandbox_host::resource_usage(std::uint64_t sandbox_id) {
+  actors::sandbox_usage r;
   r.cpu_us = cgroups_.cpu_usage_us(sandbox_id);
   cgroups_.usage(sandbox_id, r.memory_bytes, r.memory_peak_bytes, r.pids);
   std::lock_guard lock(limits_mutex_);

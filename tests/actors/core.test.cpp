@@ -44,8 +44,8 @@ class fake_runtime final : public sandbox_runtime {
     stopped();
   }
   std::uint64_t cpu_usage_us(std::uint64_t) override { return cpu_us.load(); }
-  resources resource_usage(std::uint64_t) override {
-    resources r;
+  sandbox_usage resource_usage(std::uint64_t) override {
+    sandbox_usage r;
     r.cpu_us = cpu_us.load();
     return r;
   }

@@ -86,6 +86,17 @@ row summarize(std::string name, std::string unit, std::vector<double> v, bool hi
   return r;
 }
 
+// A fixed reference row (a goal or a published figure) for figures without a process baseline.
+row reference_row(std::string name, std::string unit, double value, bool higher_is_better = false) {
+  row r;
+  r.name = std::move(name);
+  r.unit = std::move(unit);
+  r.p50 = r.p90 = r.p99 = value;
+  r.n = 1;
+  r.higher_is_better = higher_is_better;
+  return r;
+}
+
 row against(row r, const row& base, std::string goal = "") {
   r.baseline = base.name;
   r.ratio = base.p50 > 0 ? r.p50 / base.p50 : 0;
@@ -326,11 +337,7 @@ void bench_density(client& c, const daemon_under_test& d, int n, std::vector<row
   for (auto p : inits) pss += read_kb("/proc/" + std::to_string(p) + "/smaps_rollup", "Pss:");
   if (static_cast<int>(inits.size()) != n) broken("expected " + std::to_string(n) + " idle inits, found " + std::to_string(inits.size()));
 
-  row goal_mem;
-  goal_mem.name = "goal: memory per idle sandbox";
-  goal_mem.unit = "KB";
-  goal_mem.p50 = goal_mem.p90 = goal_mem.p99 = 1024;
-  goal_mem.n = 1;
+  auto goal_mem = reference_row("goal: memory per idle sandbox", "KB", 1024);
   rows.push_back(goal_mem);
   auto one = [&](std::string name, double kb) {
     auto r = summarize(std::move(name), "KB", {kb});
@@ -339,12 +346,7 @@ void bench_density(client& c, const daemon_under_test& d, int n, std::vector<row
   rows.push_back(one("density: host memory per idle sandbox (MemAvailable drop / N)", double(avail_before - avail_after) / n));
   rows.push_back(one("density: PSS of the sandbox's processes per idle sandbox", double(pss) / n));
   rows.push_back(one("density: daemon RSS per idle sandbox", double(rss_after - rss_before) / n));
-  row goal_rate;
-  goal_rate.name = "reference: 142 sandboxes/s (DESIGN.md, one supervisor)";
-  goal_rate.unit = "sandboxes/s";
-  goal_rate.p50 = goal_rate.p90 = goal_rate.p99 = 142;
-  goal_rate.n = 1;
-  goal_rate.higher_is_better = true;
+  auto goal_rate = reference_row("reference: 142 sandboxes/s (DESIGN.md, one supervisor)", "sandboxes/s", 142, true);
   rows.push_back(goal_rate);
   rows.push_back(against(summarize("density: creation rate, " + std::to_string(n) + " idle sandboxes, 32 in flight", "sandboxes/s", {n / create_s}, true), goal_rate));
   t = clock_type::now();
@@ -386,11 +388,7 @@ void bench_hibernation(client& c, const daemon_under_test& d, int n, int sleeper
   });
   auto live = pids_with("warren-init --name sleeper-");
   if (!live.empty()) broken(std::to_string(live.size()) + " hibernated sandboxes still have processes");
-  row goal;
-  goal.name = "goal: daemon memory per hibernated sandbox";
-  goal.unit = "KB";
-  goal.p50 = goal.p90 = goal.p99 = 1;
-  goal.n = 1;
+  auto goal = reference_row("goal: daemon memory per hibernated sandbox", "KB", 1);
   rows.push_back(goal);
   rows.push_back(against(summarize("daemon RSS growth per hibernated sandbox (" + std::to_string(sleepers) +
                                        ", no process each; includes the journal's memtable)",
