@@ -61,7 +61,7 @@ class core {
   /// Current info of one incarnation (fails with sandbox_gone if destroyed). Does not wake it.
   void sandbox_info(std::string name, std::uint64_t id, callback<actors::sandbox_info> done);
 
-  /// Changes sleep_after / keep_alive (journaled).
+  /// Changes sleep_after / keep_alive and/or the limits, as `settings` says (journaled).
   void configure(std::string name, std::uint64_t id, sandbox_settings settings, callback<actors::sandbox_info> done);
 
   /// Current resource use (cgroup and writable layer); does not wake a hibernated sandbox.

@@ -55,7 +55,7 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_info& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_settings& x) {
   return f(caf::meta::type_name("sandbox_settings"), x.sleep_after_ms, x.keep_alive, x.start, x.limits.memory_bytes,
-           x.limits.pids_max, x.limits.cpu_millis);
+           x.limits.pids_max, x.limits.cpu_millis, x.change_lifecycle, x.change_limits);
 }
 
 template <class Inspector>

@@ -45,6 +45,10 @@ class sandbox_runtime {
   /// Resource use of a running sandbox from its cgroups (zeros when it is not running;
   /// disk_bytes is left to the caller). Thread-safe; a few small blocking file reads.
   virtual sandbox_usage resource_usage(std::uint64_t sandbox_id) = 0;
+
+  /// Applies new limits (0 = the daemon's default) to a running sandbox's cgroups.
+  /// Thread-safe; small blocking file writes. An error says which limit the kernel refused.
+  virtual error update_limits(std::uint64_t sandbox_id, const sandbox_limits& limits) = 0;
 };
 
 }  // namespace warren::actors

@@ -322,11 +322,24 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
       [=](wr_config_atom, sandbox_settings& settings) -> caf::result<sandbox_info> {
         auto rp = self->make_response_promise<sandbox_info>();
         self->state.gate.run([=]() mutable {
-          // Limits are set at creation; configure changes the lifecycle settings only.
-          sandbox_config c{settings.sleep_after_ms, settings.keep_alive, self->state.rec.config.limits};
+          auto& s = self->state;
+          sandbox_config c = s.rec.config;
+          if (settings.change_lifecycle) {
+            c.sleep_after_ms = settings.sleep_after_ms;
+            c.keep_alive = settings.keep_alive;
+          }
+          if (settings.change_limits) {
+            auto& l = settings.limits;
+            if (l.memory_bytes) c.limits.memory_bytes = l.memory_bytes;
+            if (l.pids_max) c.limits.pids_max = l.pids_max;
+            if (l.cpu_millis) c.limits.cpu_millis = l.cpu_millis;
+          }
           if (auto e = validate_config(c)) return (void)rp.deliver(to_caf(e));
-          touch(self);
-          if (c == self->state.rec.config) return (void)rp.deliver(make_info(self->state));
+          if (c == s.rec.config) return (void)rp.deliver(make_info(s));
+          // A running sandbox gets new limits first; what the kernel refuses is not journaled.
+          if (settings.change_limits && s.status == sandbox_status::running)
+            if (auto e = s.runtime->update_limits(s.rec.id, c.limits)) return (void)rp.deliver(to_caf(e));
+          if (settings.change_lifecycle) touch(self);
           write_with_registry(self,
                               wire::sandbox_configured{c.sleep_after_ms, c.keep_alive, self->state.rec.name,
                                                        self->state.rec.id, c.limits.memory_bytes, c.limits.pids_max,

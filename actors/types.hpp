@@ -54,7 +54,9 @@ struct sandbox_settings {
   std::uint64_t sleep_after_ms = 10 * 60 * 1000;  ///< Default: 10 minutes.
   bool keep_alive = false;                         ///< Default: false.
   bool start = true;  ///< Get: start (or wake) an existing sandbox. Default: true.
-  sandbox_limits limits;  ///< For a new sandbox. Default: the daemon's.
+  sandbox_limits limits;  ///< For a new sandbox, or with change_limits. Default: the daemon's.
+  bool change_lifecycle = true;  ///< Configure: replace sleep_after and keep_alive.
+  bool change_limits = false;    ///< Configure: replace the non-zero ones of `limits`.
 };
 
 /// An exec as a client asked for it (already copied out of the wire format).

@@ -147,6 +147,39 @@ error cgroup_tree::prepare() {
   return {};
 }
 
+error cgroup_tree::update(std::uint64_t sandbox_id, cgroup_limits own) {
+  auto l = effective(own);
+  auto set = [&](const std::string& file, const std::string& value, const char* what) -> error {
+    if (write_file(file, value)) return {};
+    int e = errno;
+    if (e == ENOENT)
+      return make_error(errc::busy, std::string("the ") + what + " limit can only be added when the sandbox starts; "
+                                                                  "hibernate it (warren sleep) and it applies on wake");
+    return make_error(errc::invalid_argument, std::string("the kernel refused the new ") + what + " limit (" +
+                                                  std::strerror(e) + (e == EBUSY ? ": it uses more than that now" : "") + ")");
+  };
+  auto dir = path(sandbox_id);
+  auto leaf = "/sb-" + std::to_string(sandbox_id);
+  if (v2_limits_) {
+    if (auto e = set(dir + "/memory.max", l.memory_bytes ? std::to_string(l.memory_bytes) : "max", "memory")) return e;
+    if (auto e = set(dir + "/pids.max", l.pids_max ? std::to_string(l.pids_max) : "max", "process")) return e;
+    set(dir + "/cpu.max", l.cpu_millis ? std::to_string(l.cpu_millis * 100) + " 100000" : "max 100000", "CPU");
+    return {};
+  }
+  for (auto& [controller, parent] : v1_parents_) {
+    auto d = parent + leaf;
+    if (controller == "memory" && (l.memory_bytes || ::access(d.c_str(), F_OK) == 0)) {
+      if (auto e = set(d + "/memory.limit_in_bytes", l.memory_bytes ? std::to_string(l.memory_bytes) : "-1", "memory"))
+        return e;
+    } else if (controller == "pids" && (l.pids_max || ::access(d.c_str(), F_OK) == 0)) {
+      if (auto e = set(d + "/pids.max", l.pids_max ? std::to_string(l.pids_max) : "max", "process")) return e;
+    } else if (controller == "cpu" && (l.cpu_millis || ::access(d.c_str(), F_OK) == 0)) {
+      if (auto e = set(d + "/cpu.cfs_quota_us", l.cpu_millis ? std::to_string(l.cpu_millis * 100) : "-1", "CPU")) return e;
+    }
+  }
+  return {};
+}
+
 cgroup_limits cgroup_tree::effective(cgroup_limits own) const {
   if (!own.memory_bytes) own.memory_bytes = limits_.memory_bytes;
   if (!own.pids_max) own.pids_max = limits_.pids_max;

@@ -43,6 +43,9 @@ class cgroup_tree {
   /// Creates the cgroups of a sandbox with the limits; `join` gets every directory the
   /// sandbox's init must join (cgroup.procs).
   error create(std::uint64_t sandbox_id, cgroup_limits limits, std::vector<std::string>& join);
+  /// Writes new limits into a sandbox's existing cgroups. A limit whose v1 hierarchy was not
+  /// set up at start (no limit then) is refused with the reason.
+  error update(std::uint64_t sandbox_id, cgroup_limits limits);
   /// The daemon's defaults filled into the zero fields of `own`.
   cgroup_limits effective(cgroup_limits own) const;
   /// Kills every process in the sandbox's cgroup (cgroup.kill). False if that is unsupported.

@@ -178,6 +178,17 @@ class sandbox_impl final : public wire::Sandbox::Server {
         });
   }
 
+  kj::Promise<void> setLimits(SetLimitsContext context) override {
+    auto p = context.getParams();
+    actors::sandbox_settings settings;
+    settings.change_lifecycle = false;
+    settings.change_limits = true;
+    settings.limits = {p.getMemoryBytes(), p.getPidsMax(), p.getCpuMillis()};
+    return ctx_.calls
+        .call<actors::sandbox_info>([this, settings](auto cb) { ctx_.core.configure(name_, id_, settings, std::move(cb)); })
+        .then([context](actors::sandbox_info i) mutable { fill(context.getResults().initInfo(), i); });
+  }
+
   kj::Promise<void> hibernate(HibernateContext context) override {
     return ctx_.calls
         .call<actors::sandbox_info>([this](auto cb) { ctx_.core.hibernate(name_, id_, std::move(cb)); })

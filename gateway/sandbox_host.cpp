@@ -94,6 +94,14 @@ actors::sandbox_usage sandbox_host::resource_usage(std::uint64_t sandbox_id) {
   return r;
 }
 
+error sandbox_host::update_limits(std::uint64_t sandbox_id, const actors::sandbox_limits& limits) {
+  cgroup_limits own{limits.memory_bytes, limits.pids_max, limits.cpu_millis};
+  if (auto e = cgroups_.update(sandbox_id, own)) return e;
+  std::lock_guard lock(limits_mutex_);
+  limits_[sandbox_id] = cgroups_.effective(own);
+  return {};
+}
+
 kj::Maybe<wire::Agent::Client> sandbox_host::agent(std::uint64_t sandbox_id) {
   auto it = st_->links.find(sandbox_id);
   if (it == st_->links.end() || it->second->stopping) return nullptr;

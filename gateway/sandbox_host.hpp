@@ -34,6 +34,7 @@ class sandbox_host final : public actors::sandbox_runtime {
   void stop(std::uint64_t sandbox_id, std::function<void()> stopped) override;
   std::uint64_t cpu_usage_us(std::uint64_t sandbox_id) override { return cgroups_.cpu_usage_us(sandbox_id); }
   actors::sandbox_usage resource_usage(std::uint64_t sandbox_id) override;
+  error update_limits(std::uint64_t sandbox_id, const actors::sandbox_limits& limits) override;
   /// OOM kills so far in the sandbox's memory cgroup (KJ thread; a small file read).
   std::uint64_t oom_kills(std::uint64_t sandbox_id) const { return cgroups_.oom_kills(sandbox_id); }
 

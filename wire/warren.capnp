@@ -125,6 +125,11 @@ interface Sandbox {
 
   usage @4 () -> (usage :Usage);
   # What it uses now, from its cgroup and its writable layer. Does not wake it.
+
+  setLimits @5 (memoryBytes :UInt64, pidsMax :UInt32, cpuMillis :UInt32) -> (info :SandboxInfo);
+  # Changes its resource limits; a 0 leaves that limit as it is. Journaled. A running sandbox
+  # gets them at once (a memory limit below what it uses now is refused); a hibernated one
+  # when it wakes. Does not wake it.
 }
 
 struct Usage {

@@ -44,6 +44,7 @@ class fake_runtime final : public sandbox_runtime {
     stopped();
   }
   std::uint64_t cpu_usage_us(std::uint64_t) override { return cpu_us.load(); }
+  error update_limits(std::uint64_t, const sandbox_limits&) override { return {}; }
   sandbox_usage resource_usage(std::uint64_t) override {
     sandbox_usage r;
     r.cpu_us = cpu_us.load();

@@ -283,3 +283,22 @@ TEST_CASE("escape system calls fail: pivot_root, setns, chroot out of the root, 
   CHECK(sh(d, "a", "ls /proc/1/cwd/").code != 0);
   CHECK_FALSE(fs::exists("/tmp/through-proc"));
 }
+
+TEST_CASE("limits can be changed later: at once while running, kept through hibernation", "[isolation][limits]") {
+  warrend_process d({"--sandbox-memory", "1G"});
+  REQUIRE(d.warren({"create", "grow", "--memory", "128M"}).code == 0);
+  auto eat = [&] {
+    return d.warren({"exec", "grow", "--", "python3", "-c", "b = bytearray(300 * 1024 * 1024); print(len(b))"});
+  };
+  CHECK(eat().code == 128 + 9);
+  auto set = d.warren({"set", "grow", "--memory", "768M"});
+  CHECK(set.code == 0);
+  CHECK(eat().out == "314572800\n");  // Applied to the running sandbox, no restart.
+  REQUIRE(d.warren({"set", "grow", "--pids", "50"}).code == 0);  // Memory stays as set.
+  REQUIRE(d.warren({"sleep", "grow"}).code == 0);
+  CHECK(eat().out == "314572800\n");  // Woken with the changed limit.
+  auto json = d.warren({"usage", "grow", "--json"}).out;
+  CHECK(json.find("\"memoryLimitBytes\":805306368") != std::string::npos);
+  CHECK(json.find("\"pidsLimit\":50") != std::string::npos);
+  CHECK(d.warren({"journal", "grow"}).out.find("sandbox_configured") != std::string::npos);
+}

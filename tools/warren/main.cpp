@@ -41,8 +41,8 @@ commands:
   create NAME [--sleep-after DURATION] [--keep-alive] [--memory SIZE] [--pids N] [--cpus N]
         create a sandbox (exec creates one too, with the defaults: sleep after 10m and the
         daemon's limits); SIZE like 512M or 2G, --cpus like 0.5
-  set NAME [--sleep-after DURATION] [--keep-alive on|off]
-        change when a sandbox hibernates
+  set NAME [--sleep-after DURATION] [--keep-alive on|off] [--memory SIZE] [--pids N] [--cpus N]
+        change when a sandbox hibernates, or its limits (at once if it runs)
   sleep NAME
         hibernate a sandbox now (its files stay; the next call wakes it)
   ls [--usage]
@@ -404,7 +404,19 @@ int cmd_set(connection& c, const options& o) {
   auto info = sandbox.infoRequest().send().wait(c.io.waitScope).getInfo();
   std::uint64_t sleep_ms = info.getSleepAfterMs();
   bool keep = info.getKeepAlive();
-  parse_lifecycle(o, sleep_ms, keep, true);
+  create_limits limits;
+  parse_lifecycle(o, sleep_ms, keep, true, &limits);
+  if (limits.memory_bytes || limits.pids || limits.cpu_millis) {
+    auto lreq = sandbox.setLimitsRequest();
+    lreq.setMemoryBytes(limits.memory_bytes);
+    lreq.setPidsMax(static_cast<std::uint32_t>(limits.pids));
+    lreq.setCpuMillis(static_cast<std::uint32_t>(limits.cpu_millis));
+    lreq.send().wait(c.io.waitScope);
+    std::printf("%s: limits changed\n", o.rest[1].c_str());
+    bool lifecycle = false;
+    for (auto& a : o.rest) lifecycle = lifecycle || a == "--sleep-after" || a == "--keep-alive";
+    if (!lifecycle) return 0;
+  }
   auto req = sandbox.configureRequest();
   req.setSleepAfterMs(sleep_ms);
   req.setKeepAlive(keep);
