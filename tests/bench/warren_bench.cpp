@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "actors/sandbox_logic.hpp"
+#include "spawn.hpp"
 #include "storage/journal.hpp"
 #include "wire/events.hpp"
 #include "wire/warren.capnp.h"
@@ -107,17 +108,8 @@ row against(row r, const row& base, std::string goal = "") {
 // --- processes ---------------------------------------------------------------------------
 
 pid_t spawn(const std::vector<std::string>& argv, const std::string& out_path = "/dev/null") {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  posix_spawn_file_actions_addopen(&fa, 2, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid;
-  int rc = ::posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
+  pid_t pid = -1;
+  int rc = spawn_process(argv, out_path, pid);
   if (rc != 0) broken("cannot start " + argv[0] + ": " + std::strerror(rc));
   return pid;
 }

@@ -1,5 +1,7 @@
 #include "integration/harness.hpp"
 
+#include "spawn.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -75,17 +77,8 @@ run_result run(const std::vector<std::string>& argv, int timeout_ms) {
 }
 
 pid_t spawn(const std::vector<std::string>& argv) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid;
-  REQUIRE(::posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&fa);
+  pid_t pid = -1;
+  REQUIRE(spawn_process(argv, "/dev/null", pid) == 0);
   return pid;
 }
 
@@ -144,16 +137,7 @@ void warrend_process::start() {
   auto log_before = log().size();  // A restart appends to the same log.
   std::vector<std::string> argv = {bin("warrend"), "--data-dir", data_dir, "--socket", socket, "--log-level", "debug"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  posix_spawn_file_actions_addopen(&fa, 2, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  REQUIRE(::posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&fa);
+  REQUIRE(spawn_process(argv, log_path, pid) == 0);
   bool up = eventually([&] { return log().find("event=daemon_ready", log_before) != std::string::npos; }, 20000);
   INFO(log());
   REQUIRE(up);
