@@ -30,6 +30,12 @@ struct gateway_options {
   std::uint64_t sandbox_memory_bytes = 4ull << 30;
   std::uint64_t sandbox_pids_max = 4096;
   std::uint64_t sandbox_cpu_millis = 0;
+  /// Host user ids lent to running sandboxes (see host_options) and the jail's optional
+  /// layers (off only to measure their cost).
+  std::uint32_t sandbox_uid_base = 0x70000000;
+  std::uint32_t sandbox_uid_ranges = 4094;
+  bool user_namespace = true;
+  bool seccomp = true;
   /// Reported by Warren.version.
   std::string version = "0.1.0";
 };

@@ -60,11 +60,36 @@ struct sandbox_host::link {
 
 struct sandbox_host::state {
   std::unordered_map<std::uint64_t, kj::Own<link>> links;
+  std::unordered_map<std::uint64_t, std::uint32_t> id_ranges;  // Sandbox id -> range index.
+  std::vector<bool> range_used;
   kj::TaskSet tasks{task_errors};
 };
 
 sandbox_host::sandbox_host(kj::AsyncIoContext& io, inbox& box, cgroup_tree& cgroups, host_options options)
-    : io_(io), box_(box), cgroups_(cgroups), options_(std::move(options)), st_(std::make_unique<state>()) {}
+    : io_(io), box_(box), cgroups_(cgroups), options_(std::move(options)), st_(std::make_unique<state>()) {
+  st_->range_used.assign(options_.uid_ranges, false);
+}
+
+bool sandbox_host::lend_id_range(std::uint64_t sandbox_id, std::uint32_t& uid_base) {
+  auto n = st_->range_used.size();
+  if (n == 0) return false;
+  // Start at the sandbox's own index, so that a sandbox usually gets the same range back.
+  for (std::size_t i = 0, k = sandbox_id % n; i < n; ++i, k = (k + 1) % n) {
+    if (st_->range_used[k]) continue;
+    st_->range_used[k] = true;
+    st_->id_ranges[sandbox_id] = static_cast<std::uint32_t>(k);
+    uid_base = options_.uid_base + static_cast<std::uint32_t>(k) * 65536u;
+    return true;
+  }
+  return false;
+}
+
+void sandbox_host::return_id_range(std::uint64_t sandbox_id) {
+  auto it = st_->id_ranges.find(sandbox_id);
+  if (it == st_->id_ranges.end()) return;
+  st_->range_used[it->second] = false;
+  st_->id_ranges.erase(it);
+}
 
 std::size_t sandbox_host::running() const { return st_->links.size(); }
 
@@ -112,6 +137,10 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
                             std::function<void(const std::string&)> exited) {
   auto fail = [&](const std::string& why) { started(make_error(errc::start_failed, "cannot start sandbox " + spec.name + ": " + why)); };
   if (st_->links.count(spec.sandbox_id)) return fail("its init is still running (stop it first)");
+  std::uint32_t uid_base = 0;
+  if (options_.user_namespace && !lend_id_range(spec.sandbox_id, uid_base))
+    return fail("all " + std::to_string(options_.uid_ranges) +
+                " user id ranges are in use by running sandboxes (raise --sandbox-uid-ranges)");
   std::vector<std::string> cgroup_dirs;
   auto limits = cgroups_.effective(cgroup_limits{spec.memory_bytes, spec.pids_max, spec.cpu_millis});
   {
@@ -120,14 +149,19 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
   }
   if (auto e = cgroups_.create(spec.sandbox_id, limits, cgroup_dirs)) {
     cgroups_.remove(spec.sandbox_id);
+    return_id_range(spec.sandbox_id);
     return fail(e.message);
   }
 
   int sv[2], status[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return fail(std::string("socketpair: ") + std::strerror(errno));
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+    return_id_range(spec.sandbox_id);
+    return fail(std::string("socketpair: ") + std::strerror(errno));
+  }
   if (::pipe2(status, O_CLOEXEC) < 0) {
     ::close(sv[0]);
     ::close(sv[1]);
+    return_id_range(spec.sandbox_id);
     return fail(std::string("pipe2: ") + std::strerror(errno));
   }
   int child_sock = high_fd(sv[1]), child_status = high_fd(status[1]);
@@ -139,6 +173,14 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
     req.argv.push_back("--cgroup");
     req.argv.push_back(dir);
   }
+  if (uid_base != 0) {
+    req.argv.push_back("--uid-base");
+    req.argv.push_back(std::to_string(uid_base));
+  }
+  if (!options_.seccomp) {
+    req.argv.push_back("--seccomp");
+    req.argv.push_back("off");
+  }
   req.agent_fd = child_sock;
   req.status_fd = child_status;
   error spawn_error;
@@ -148,6 +190,7 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
   if (pid < 0) {
     ::close(sv[0]);
     ::close(status[0]);
+    return_id_range(spec.sandbox_id);
     return fail(spawn_error.message);
   }
 
@@ -164,7 +207,7 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
   auto agent = l->client->bootstrap().castAs<wire::Agent>();
   auto id = spec.sandbox_id;
   st_->links.emplace(id, kj::mv(l));
-  spdlog::debug("event=init_spawned sandbox={} pid={}", spec.name, pid);
+  spdlog::debug("event=init_spawned sandbox={} pid={} uid_base={}", spec.name, pid, uid_base);
 
   st_->tasks.add(exit_promise.then([this, id](int st) { on_exit(id, st); }));
 
@@ -239,7 +282,9 @@ void sandbox_host::on_exit(std::uint64_t sandbox_id, int status) {
   if (!l->stopping) cgroups_.kill_all(sandbox_id);
   auto waiters = std::move(l->stop_waiters);
   auto exited = std::move(l->exited);
-  st_->tasks.add(remove_cgroup(sandbox_id, 500).then([waiters = std::move(waiters), exited = std::move(exited), why]() {
+  st_->tasks.add(remove_cgroup(sandbox_id, 500).then([this, sandbox_id, waiters = std::move(waiters), exited = std::move(exited), why]() {
+    // Every process of the sandbox is gone: its ids can go to another sandbox.
+    return_id_range(sandbox_id);
     for (auto& w : waiters) w();
     if (exited) exited(why);
   }));

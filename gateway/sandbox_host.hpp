@@ -20,6 +20,14 @@ namespace warren::gateway {
 
 struct host_options {
   std::string init_path;  ///< The warren-init binary.
+  /// Host ids of sandboxes: running sandbox k (of at most `uid_ranges` at once) maps its
+  /// ids 0..65535 to uid_base + k*65536 ... Ranges are lent while a sandbox runs: files
+  /// keep ids 0..65535 on disk and are mounted idmapped.
+  std::uint32_t uid_base = 0x70000000;
+  std::uint32_t uid_ranges = 4094;
+  /// The jail's optional layers; both on except in benchmarks that measure their cost.
+  bool user_namespace = true;
+  bool seccomp = true;
 };
 
 class sandbox_host final : public actors::sandbox_runtime {
@@ -55,6 +63,9 @@ class sandbox_host final : public actors::sandbox_runtime {
                 std::function<void(const std::string&)> exited);
   void do_stop(std::uint64_t sandbox_id, std::function<void()> stopped);
   void on_exit(std::uint64_t sandbox_id, int status);
+  /// Lends a free id range to a sandbox (KJ thread); false when all are in use.
+  bool lend_id_range(std::uint64_t sandbox_id, std::uint32_t& uid_base);
+  void return_id_range(std::uint64_t sandbox_id);
   kj::Promise<void> remove_cgroup(std::uint64_t sandbox_id, int attempts_left);
 
   kj::AsyncIoContext& io_;

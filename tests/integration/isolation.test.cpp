@@ -1,16 +1,18 @@
-// Attack tests for the foundation's isolation promises: each tries to break out and must
-// fail. (User namespaces, seccomp and resource limits come with the isolation issue; these
-// cover what the foundation promises: namespaces, the overlay root and dropped capabilities.)
+// Attack tests for the isolation promises: each tries to break out and must fail. Each test
+// names the promise it attacks: namespaces, the overlay root, the user namespace (root
+// inside is not root outside), capabilities, seccomp, resource limits, the network.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "integration/harness.hpp"
 
@@ -301,4 +303,85 @@ TEST_CASE("limits can be changed later: at once while running, kept through hibe
   CHECK(json.find("\"memoryLimitBytes\":805306368") != std::string::npos);
   CHECK(json.find("\"pidsLimit\":50") != std::string::npos);
   CHECK(d.warren({"journal", "grow"}).out.find("sandbox_configured") != std::string::npos);
+}
+
+namespace {
+// The "Uid:" or "Gid:" line of a host process: real, effective, saved, filesystem.
+std::vector<std::uint64_t> host_ids(pid_t pid, const std::string& key) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  std::vector<std::uint64_t> ids;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    std::istringstream fields(line.substr(key.size()));
+    std::uint64_t id;
+    while (fields >> id) ids.push_back(id);
+  }
+  return ids;
+}
+
+// First host id of a sandbox's range, from its own uid_map ("0 BASE 65536").
+std::uint64_t range_base(const warrend_process& d, const std::string& name) {
+  auto r = sh(d, name, "cat /proc/self/uid_map");
+  std::istringstream in(r.out);
+  std::uint64_t inside = 1, base = 0, count = 0;
+  in >> inside >> base >> count;
+  CHECK(inside == 0);
+  CHECK(count == 65536);
+  return base;
+}
+}  // namespace
+
+TEST_CASE("user namespace: root inside is an unprivileged host user, each sandbox with its own ids", "[isolation][userns]") {
+  warrend_process d;
+  CHECK(sh(d, "a", "id -u; id -g").out == "0\n0\n");
+  auto a = range_base(d, "a"), b = range_base(d, "b");
+  CHECK(a >= 65536);
+  CHECK(b >= 65536);
+  CHECK((a > b ? a - b : b - a) >= 65536);  // Disjoint ranges.
+  CHECK(sh(d, "a", "cat /proc/self/gid_map").out.find(" " + std::to_string(a) + " ") != std::string::npos);
+  // Seen from the host, the sandbox's PID 1 (and so every command it starts) holds only
+  // the sandbox's ids.
+  for (auto [name, base] : {std::pair{"a", a}, std::pair{"b", b}}) {
+    auto inits = processes_with(std::string("warren-init --name ") + name + " ");
+    REQUIRE(inits.size() == 1);
+    CHECK(host_ids(inits[0], "Uid:") == std::vector<std::uint64_t>(4, base));
+    CHECK(host_ids(inits[0], "Gid:") == std::vector<std::uint64_t>(4, base));
+  }
+}
+
+TEST_CASE("user namespace: root inside cannot change host files it can see, nor reach the data dir", "[isolation][userns]") {
+  warrend_process d;
+  struct stat before {};
+  REQUIRE(::stat("/dev/null", &before) == 0);
+  // /dev/null is the host's own node, bound in: root inside holds no capability over it.
+  CHECK(sh(d, "a", "chmod 600 /dev/null").code != 0);
+  CHECK(sh(d, "a", "chown 1000 /dev/null").code != 0);
+  CHECK(sh(d, "a", "ls -ln /dev/null").out.find(" 65534 ") != std::string::npos);  // Unmapped owner.
+  struct stat after {};
+  REQUIRE(::stat("/dev/null", &after) == 0);
+  CHECK(after.st_mode == before.st_mode);
+  CHECK(after.st_uid == before.st_uid);
+  // What root inside creates is stored with the sandbox's own ids (0 inside); host users
+  // other than root never reach it: the data dir is closed.
+  CHECK(sh(d, "a", "cp /bin/sh /workspace/s && chmod 4755 /workspace/s && stat -c %u /workspace/s").out == "0\n");
+  struct stat data {};
+  REQUIRE(::stat(d.data_dir.c_str(), &data) == 0);
+  CHECK((data.st_mode & 077) == 0);
+}
+
+TEST_CASE("user namespace: users inside are separated from root inside, and root inside keeps ports below 1024", "[isolation][userns]") {
+  warrend_process d;
+  REQUIRE(sh(d, "a", "echo secret > /root/r && chmod 600 /root/r").code == 0);
+  auto as_user = [&](const std::string& line) {
+    return sh(d, "a", "setpriv --reuid 1000 --regid 1000 --clear-groups sh -c '" + line + "'");
+  };
+  CHECK(as_user("id -u").out == "1000\n");
+  CHECK(as_user("cat /root/r").code != 0);
+  CHECK(as_user("kill -0 1").code != 0);
+  CHECK(as_user("touch /etc/passwd").code != 0);
+  // The network namespace belongs to the host, yet a dev server inside may listen on 80,
+  // and ping sockets work (no raw sockets needed).
+  CHECK(sh(d, "a", "python3 -c 'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 80)); print(\"ok\")'").out == "ok\n");
+  CHECK(sh(d, "a", "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP); print(\"ok\")'").out == "ok\n");
 }

@@ -1,6 +1,7 @@
-// Capabilities of sandbox commands. Without a user namespace (the isolation issue adds
-// one), root inside is host root restricted by its bounding set: everything that could
-// reach outside the namespaces (mount, modules, raw I/O, ptrace, admin of the kernel,
+// Capabilities of sandbox commands. Root inside holds capabilities only in the sandbox's
+// user namespace (userns.cpp), and the bounding set narrows even those (and root, should
+// the user namespace be off for a benchmark): everything that could reach outside the
+// namespaces (mount, modules, raw I/O, ptrace, admin of the kernel,
 // device nodes, BPF, time) is dropped. The kept set matches what OCI runtimes grant by default,
 // minus MKNOD and NET_RAW.
 #include <linux/capability.h>

@@ -1,6 +1,9 @@
 // The sandbox's root filesystem (see DESIGN.md "Base image"):
 //   /        overlay: lower = generated skeleton, upper = <sandbox>/upper/root
 //   /usr     overlay: lower = host /usr,          upper = <sandbox>/upper/usr
+//            Every layer is an idmapped mount (staged under <sandbox>/mnt/) in the sandbox's
+//            user namespace: on disk, files keep ids 0..65535; inside they are the same ids;
+//            on the host they belong to the sandbox's unprivileged range.
 //   /proc    proc of the sandbox's pid namespace, with the kernel knobs read-only
 //   /dev     tmpfs with null zero full random urandom tty bound from the host, devpts, shm
 //   /tmp /run  tmpfs
@@ -56,18 +59,24 @@ void mask(const std::string& path) {
   else do_mount("/dev/null", path, nullptr, MS_BIND);
 }
 
-void make_dev(const std::string& dev) {
-  do_mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=64k");
+// Options that make a tmpfs's root directory belong to the sandbox's root.
+std::string owner_options(const root_config& c) {
+  auto id = std::to_string(c.uid_base);
+  return ",uid=" + id + ",gid=" + id;
+}
+
+void make_dev(const root_config& c, const std::string& dev) {
+  do_mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=64k" + owner_options(c));
   for (auto node : {"null", "zero", "full", "random", "urandom", "tty"}) {
     auto target = dev + "/" + node;
     touch(target, 0666);
     do_mount((std::string("/dev/") + node).c_str(), target, nullptr, MS_BIND);
   }
   mkdir_p(dev + "/pts", 0755);
-  do_mount("devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5");
+  do_mount("devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=" + std::to_string(c.uid_base + 5));  // tty inside
   check(::symlink("pts/ptmx", (dev + "/ptmx").c_str()), "symlink", dev + "/ptmx");
   mkdir_p(dev + "/shm", 01777);
-  do_mount("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  do_mount("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777" + owner_options(c));
   struct link {
     const char* target;
     const char* name;
@@ -80,18 +89,31 @@ void make_dev(const std::string& dev) {
 }  // namespace
 
 void prepare_layer_dirs(const root_config& c) {
-  for (auto d : {"/upper/root", "/upper/usr", "/work/root", "/work/usr", "/rootfs"})
+  for (auto d : {"/upper/root", "/upper/usr", "/work/root", "/work/usr", "/rootfs", "/mnt/base", "/mnt/usr", "/mnt/self"})
     mkdir_p(c.sandbox_dir + d, 0755);
 }
 
 void enter_root(const root_config& c) {
-  const auto& dir = c.sandbox_dir;
-  const auto root = dir + "/rootfs";
+  const auto root = c.sandbox_dir + "/rootfs";
+  std::string base = c.base_dir, usr = "/usr", dir = c.sandbox_dir;
+  if (c.userns_fd >= 0) {
+    // The staging mounts go away with the host's tree at pivot_root; the overlays keep
+    // their layers.
+    base = c.sandbox_dir + "/mnt/base";
+    usr = c.sandbox_dir + "/mnt/usr";
+    dir = c.sandbox_dir + "/mnt/self";
+    mount_idmapped(c.base_dir, base, c.userns_fd);
+    mount_idmapped("/usr", usr, c.userns_fd);
+    mount_idmapped(c.sandbox_dir, dir, c.userns_fd);
+    // Through the idmapped upper layers, only the sandbox's ids can own files: from here
+    // on PID 1 creates them as the sandbox's root.
+    act_as_sandbox_root(c.uid_base);
+  }
   do_mount("overlay", root, "overlay", 0,
-           "lowerdir=" + c.base_dir + ",upperdir=" + dir + "/upper/root,workdir=" + dir + "/work/root");
+           "lowerdir=" + base + ",upperdir=" + dir + "/upper/root,workdir=" + dir + "/work/root");
   mkdir_p(root + "/usr", 0755);
   do_mount("overlay", root + "/usr", "overlay", 0,
-           "lowerdir=/usr,upperdir=" + dir + "/upper/usr,workdir=" + dir + "/work/usr");
+           "lowerdir=" + usr + ",upperdir=" + dir + "/upper/usr,workdir=" + dir + "/work/usr");
 
   for (auto d : {"/proc", "/dev", "/tmp", "/run", "/workspace", "/root", "/sys"}) mkdir_p(root + d, 0755);
   do_mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC);
@@ -102,9 +124,9 @@ void enter_root(const root_config& c) {
   for (auto p : {"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/kallsyms", "/proc/acpi",
                  "/proc/scsi", "/proc/latency_stats", "/proc/sched_debug"})
     mask(root + p);
-  do_mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
-  do_mount("tmpfs", root + "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=755");
-  make_dev(root + "/dev");
+  do_mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777" + owner_options(c));
+  do_mount("tmpfs", root + "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=755" + owner_options(c));
+  make_dev(c, root + "/dev");
 
   ::chmod((root + "/tmp").c_str(), 01777);
   write_text(root + "/etc/hostname", c.hostname + "\n");

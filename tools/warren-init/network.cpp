@@ -1,6 +1,7 @@
 // Network of a sandbox: a fresh network namespace with only the loopback interface up.
 // Bringing one flag up is a single SIOCSIFFLAGS ioctl; veth and routing (egress issue) will
 // go through rtnetlink.
+#include <fcntl.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -16,6 +17,15 @@ void loopback_up() {
   check(::ioctl(sock.get(), SIOCGIFFLAGS, &req), "ioctl SIOCGIFFLAGS", "lo");
   req.ifr_flags |= IFF_UP | IFF_RUNNING;
   check(::ioctl(sock.get(), SIOCSIFFLAGS, &req), "ioctl SIOCSIFFLAGS", "lo");
+}
+
+void allow_unprivileged_network() {
+  // Per network namespace; /proc/sys/net shows the caller's namespace.
+  for (auto [path, value] : {std::pair{"/proc/sys/net/ipv4/ip_unprivileged_port_start", "0"},
+                             std::pair{"/proc/sys/net/ipv4/ping_group_range", "0 2147483647"}}) {
+    unique_fd fd(static_cast<int>(check(::open(path, O_WRONLY | O_CLOEXEC), "open", path)));
+    if (!write_all(fd.get(), value, std::strlen(value))) fail("write", path, errno);
+  }
 }
 
 }  // namespace warren::init

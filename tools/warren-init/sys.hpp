@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -75,11 +76,33 @@ void join_cgroup(const std::string& path);
 /// network.cpp: brings up the loopback interface of the current network namespace.
 void loopback_up();
 
+/// userns.cpp: the sandbox's user namespace (ids 0..ids_per_sandbox-1 inside are the host
+/// ids base.. outside).
+constexpr std::uint32_t ids_per_sandbox = 65536;
+/// Creates the user namespace (PID 1, host root, before any mount that needs it).
+unique_fd create_user_namespace(std::uint32_t base);
+/// Mounts a clone of `source` at `target` with the user namespace's idmapping: files owned
+/// by host id N on disk appear as base+N.
+void mount_idmapped(const std::string& source, const std::string& target, int userns_fd);
+/// Until enter_user_namespace(): new files are created as the sandbox's root (host id
+/// `base`), with PID 1's capabilities kept.
+void act_as_sandbox_root(std::uint32_t base);
+/// Joins the user namespace as its root (uid and gid 0 inside); PID 1 keeps full
+/// capabilities there and none outside.
+void enter_user_namespace(int userns_fd);
+
+/// network.cpp: in the sandbox's network namespace (owned by the host's user namespace, so
+/// root inside has no network capability there), lets any user bind ports below 1024 and
+/// open ping sockets.
+void allow_unprivileged_network();
+
 /// mounts.cpp: everything a sandbox's root needs, then pivot_root into it.
 struct root_config {
-  std::string sandbox_dir;  ///< Holds upper/, work/ and rootfs/.
+  std::string sandbox_dir;  ///< Holds upper/, work/, mnt/ and rootfs/.
   std::string base_dir;     ///< Read-only skeleton (lower layer of /).
   std::string hostname;
+  int userns_fd = -1;        ///< The sandbox's user namespace; -1: none (unsafe, benchmarks).
+  std::uint32_t uid_base = 0;  ///< Host id of root inside (0 without a user namespace).
 };
 /// Creates the sandbox's layer directories if missing (run before the mount namespace is
 /// entered or after; plain mkdir).

@@ -40,6 +40,12 @@ options (each may also be set in the config file as `name = value`):
   --sandbox-memory SIZE  memory limit of each sandbox, e.g. 512M, 4G; 0 = none (default: 4G)
   --sandbox-pids N       process/thread limit of each sandbox; 0 = none (default: 4096)
   --sandbox-cpus N       CPU limit of each sandbox in CPUs, e.g. 0.5, 2; 0 = none (default: 0)
+  --sandbox-uid-base N   first host user id lent to sandboxes; each running sandbox
+                         gets 65536 ids of its own (default: 1879048192 = 0x70000000)
+  --sandbox-uid-ranges N how many sandboxes may run at once, i.e. ranges of 65536 ids
+                         after the base (default: 4094, up to 0x7FFE0000)
+  --jail MODE         full (default); no-userns, no-seccomp or namespaces-only turn layers
+                      of the jail off, to measure what each costs (never in production)
   --version           print the version and exit
   --help              print this help and exit
 )";
@@ -51,6 +57,7 @@ struct settings {
       {"data-dir", "/var/lib/warren"}, {"socket", "/run/warren/warren.sock"}, {"listen", ""},
       {"token-file", ""},              {"log-level", "info"},                {"init", ""},
       {"sandbox-memory", "4G"},        {"sandbox-pids", "4096"},             {"sandbox-cpus", "0"},
+      {"sandbox-uid-base", "1879048192"}, {"sandbox-uid-ranges", "4094"},     {"jail", "full"},
   };
 };
 
@@ -130,7 +137,12 @@ std::optional<std::string> check_host(const std::string& init_path) {
   if (all.find("\toverlay\n") == std::string::npos)
     return std::string("the kernel has no overlayfs (try `modprobe overlay`); sandboxes need it for "
                        "their root filesystem");
-  for (auto ns : {"mnt", "pid", "net", "uts", "ipc"}) {
+  std::ifstream userns_max("/proc/sys/user/max_user_namespaces");
+  long max_userns = 0;
+  if (!(userns_max >> max_userns) || max_userns < 1)
+    return std::string("the kernel allows no user namespaces (/proc/sys/user/max_user_namespaces is 0 or missing); "
+                       "sandboxes run in one so that root inside is not root outside");
+  for (auto ns : {"mnt", "pid", "net", "uts", "ipc", "user"}) {
     auto path = std::string("/proc/self/ns/") + ns;
     if (::access(path.c_str(), F_OK) != 0)
       return "the kernel has no " + std::string(ns) + " namespaces (" + path + " is missing)";
@@ -197,6 +209,14 @@ int main(int argc, char** argv) {
   auto memory_bytes = parse_size("sandbox-memory", v["sandbox-memory"]);
   auto pids_max = parse_number("sandbox-pids", v["sandbox-pids"], 1);
   auto cpu_millis = parse_number("sandbox-cpus", v["sandbox-cpus"], 1000);
+  auto uid_base = parse_number("sandbox-uid-base", v["sandbox-uid-base"], 1);
+  auto uid_ranges = parse_number("sandbox-uid-ranges", v["sandbox-uid-ranges"], 1);
+  if (uid_base < 65536 || uid_ranges == 0 || uid_base + uid_ranges * 65536 > 0xFFFFFFFFull)
+    die("--sandbox-uid-base and --sandbox-uid-ranges must describe ids between 65536 and 2^32-1 "
+        "(base >= 65536, at least one range)");
+  auto jail = v["jail"];
+  if (jail != "full" && jail != "no-userns" && jail != "no-seccomp" && jail != "namespaces-only")
+    die("--jail takes full, no-userns, no-seccomp or namespaces-only, got '" + jail + "'");
 
   std::string token;
   if (!v["listen"].empty()) {
@@ -235,6 +255,10 @@ int main(int argc, char** argv) {
   g.sandbox_memory_bytes = memory_bytes;
   g.sandbox_pids_max = pids_max;
   g.sandbox_cpu_millis = cpu_millis;
+  g.sandbox_uid_base = static_cast<std::uint32_t>(uid_base);
+  g.sandbox_uid_ranges = static_cast<std::uint32_t>(uid_ranges);
+  g.user_namespace = jail == "full" || jail == "no-seccomp";
+  g.seccomp = jail == "full" || jail == "no-userns";
   g.version = version;
   spdlog::info("event=daemon_starting version={} data_dir={} cgroup={}/{}", version, layout.data_dir, g.cgroup_root,
                g.cgroup_name);
