@@ -188,7 +188,7 @@ void core::usage(std::string name, std::uint64_t id, callback<sandbox_usage> don
       [runtime, dir, id](std::uint64_t found, sandbox_usage& u) {
         if (found != id) return make_error(errc::sandbox_gone, "this sandbox was destroyed");
         u = runtime->resource_usage(id);
-        u.disk_bytes = storage::tree_bytes(dir);
+        if (!u.disk_known) u.disk_bytes = storage::tree_bytes(dir);
         return error{};
       },
       std::move(done));

@@ -55,13 +55,13 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_info& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_settings& x) {
   return f(caf::meta::type_name("sandbox_settings"), x.sleep_after_ms, x.keep_alive, x.start, x.limits.memory_bytes,
-           x.limits.pids_max, x.limits.cpu_millis, x.change_lifecycle, x.change_limits);
+           x.limits.pids_max, x.limits.cpu_millis, x.limits.disk_bytes, x.change_lifecycle, x.change_limits);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_usage& x) {
   return f(caf::meta::type_name("sandbox_usage"), x.cpu_us, x.memory_bytes, x.memory_peak_bytes, x.pids, x.disk_bytes,
-           x.memory_limit_bytes, x.pids_limit);
+           x.memory_limit_bytes, x.pids_limit, x.disk_limit_bytes, x.disk_known);
 }
 
 template <class Inspector>

@@ -165,7 +165,7 @@ void handle_get(registry_actor* self, const std::string& name, bool create, cons
   wire::sandbox_created created{name, id};
   wire::sandbox_configured configured{settings.sleep_after_ms, settings.keep_alive, name, id,
                                       settings.limits.memory_bytes, settings.limits.pids_max,
-                                      settings.limits.cpu_millis};
+                                      settings.limits.cpu_millis, settings.limits.disk_bytes};
   // The sandbox's own stream starts with the same facts, in the same atomic batch.
   auto at = now_ms();
   storage::journal_batch batch;

@@ -21,6 +21,18 @@ struct sandbox_spec {
   std::uint64_t memory_bytes = 0;  ///< Limits; 0 = the daemon's default.
   std::uint64_t pids_max = 0;
   std::uint64_t cpu_millis = 0;
+  std::uint64_t disk_bytes = 0;
+};
+
+/// Disk limits of sandbox directories (storage::disk_pool, adapted by warrend). Thread-safe.
+class disk_quota {
+ public:
+  virtual ~disk_quota() = default;
+  /// Readies a sandbox's directory for its limit (0: none). Idempotent.
+  virtual error prepare(std::uint64_t sandbox_id, const std::string& dir, std::uint64_t limit_bytes) = 0;
+  virtual error set_limit(std::uint64_t sandbox_id, std::uint64_t limit_bytes) = 0;
+  /// Bytes the directory holds and its limit (0: none); false when unknown.
+  virtual bool usage(std::uint64_t sandbox_id, std::uint64_t& used_bytes, std::uint64_t& limit_bytes) = 0;
 };
 
 class sandbox_runtime {
@@ -42,8 +54,8 @@ class sandbox_runtime {
   /// unknown. Thread-safe; a small blocking file read.
   virtual std::uint64_t cpu_usage_us(std::uint64_t sandbox_id) = 0;
 
-  /// Resource use of a running sandbox from its cgroups (zeros when it is not running;
-  /// disk_bytes is left to the caller). Thread-safe; a few small blocking file reads.
+  /// Resource use of a sandbox: from its cgroups while it runs (zeros otherwise), and its
+  /// disk from its quota whether it runs or not (disk_known; otherwise left to the caller). Thread-safe; a few small blocking file reads.
   virtual sandbox_usage resource_usage(std::uint64_t sandbox_id) = 0;
 
   /// Applies new limits (0 = the daemon's default) to a running sandbox's cgroups.

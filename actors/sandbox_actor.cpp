@@ -140,6 +140,7 @@ void ensure_running(sandbox_actor* self, std::function<void(const error&)> then)
   st.spec.memory_bytes = st.rec.config.limits.memory_bytes;  // Limits apply from each start.
   st.spec.pids_max = st.rec.config.limits.pids_max;
   st.spec.cpu_millis = st.rec.config.limits.cpu_millis;
+  st.spec.disk_bytes = st.rec.config.limits.disk_bytes;
   auto gen = ++st.generation;
   st.gate.hold();
   st.on_started = [self, then = std::move(then)](const error& e) {
@@ -333,6 +334,7 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
             if (l.memory_bytes) c.limits.memory_bytes = l.memory_bytes;
             if (l.pids_max) c.limits.pids_max = l.pids_max;
             if (l.cpu_millis) c.limits.cpu_millis = l.cpu_millis;
+            if (l.disk_bytes) c.limits.disk_bytes = l.disk_bytes;
           }
           if (auto e = validate_config(c)) return (void)rp.deliver(to_caf(e));
           if (c == s.rec.config) return (void)rp.deliver(make_info(s));
@@ -343,7 +345,7 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
           write_with_registry(self,
                               wire::sandbox_configured{c.sleep_after_ms, c.keep_alive, self->state.rec.name,
                                                        self->state.rec.id, c.limits.memory_bytes, c.limits.pids_max,
-                                                       c.limits.cpu_millis},
+                                                       c.limits.cpu_millis, c.limits.disk_bytes},
                               [=](const error& e) mutable {
             if (e) return (void)rp.deliver(to_caf(e));
             arm_idle_timer(self);

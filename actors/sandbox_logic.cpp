@@ -38,7 +38,7 @@ void apply(sandbox_record& rec, const wire::envelope& e) {
                  },
                  [&](const wire::sandbox_woke&) { rec.hibernated = false; },
                  [&](const wire::sandbox_configured& x) {
-                   rec.config = {x.sleep_after_ms, x.keep_alive, {x.memory_bytes, x.pids_max, x.cpu_millis}};
+                   rec.config = {x.sleep_after_ms, x.keep_alive, {x.memory_bytes, x.pids_max, x.cpu_millis, x.disk_bytes}};
                  },
              },
              e.body);
@@ -164,6 +164,7 @@ wire::sandbox_snapshot to_snapshot(const sandbox_record& rec) {
   s.memory_bytes = rec.config.limits.memory_bytes;
   s.pids_max = rec.config.limits.pids_max;
   s.cpu_millis = rec.config.limits.cpu_millis;
+  s.disk_bytes = rec.config.limits.disk_bytes;
   return s;
 }
 
@@ -175,7 +176,7 @@ sandbox_record from_snapshot(const wire::sandbox_snapshot& s) {
   rec.created_at_ms = s.created_at_ms;
   rec.exec_count = s.exec_count;
   rec.open_execs.insert(s.open_execs.begin(), s.open_execs.end());
-  rec.config = {s.sleep_after_ms, s.keep_alive, {s.memory_bytes, s.pids_max, s.cpu_millis}};
+  rec.config = {s.sleep_after_ms, s.keep_alive, {s.memory_bytes, s.pids_max, s.cpu_millis, s.disk_bytes}};
   rec.hibernated = s.hibernated;
   rec.hibernations = s.hibernations;
   return rec;
@@ -194,7 +195,8 @@ std::string record_json(const sandbox_record& rec) {
          ",\"hibernations\":" + std::to_string(rec.hibernations) +
          ",\"memoryBytes\":" + std::to_string(rec.config.limits.memory_bytes) +
          ",\"pidsMax\":" + std::to_string(rec.config.limits.pids_max) +
-         ",\"cpuMillis\":" + std::to_string(rec.config.limits.cpu_millis) + "}";
+         ",\"cpuMillis\":" + std::to_string(rec.config.limits.cpu_millis) +
+         ",\"diskBytes\":" + std::to_string(rec.config.limits.disk_bytes) + "}";
 }
 
 std::vector<wire::exec_finished> decide_recovery(const sandbox_record& rec) {

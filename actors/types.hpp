@@ -39,6 +39,8 @@ struct sandbox_usage {
   std::uint64_t disk_bytes = 0;  ///< Held by its writable layer.
   std::uint64_t memory_limit_bytes = 0;
   std::uint64_t pids_limit = 0;
+  std::uint64_t disk_limit_bytes = 0;
+  bool disk_known = false;  ///< disk_bytes was filled in by the runtime (from its quota).
 };
 
 /// Resource limits of one sandbox; 0 = the daemon's default.
@@ -46,6 +48,7 @@ struct sandbox_limits {
   std::uint64_t memory_bytes = 0;
   std::uint64_t pids_max = 0;
   std::uint64_t cpu_millis = 0;  ///< 1/1000 CPU.
+  std::uint64_t disk_bytes = 0;  ///< Its writable layer (files, directories, metadata).
   bool operator==(const sandbox_limits&) const = default;
 };
 

@@ -96,7 +96,7 @@ int run(const gateway_options& options, core_factory make_core) {
                options.sandbox_cpu_millis);
   sandbox_host host(io, box, cgroups,
                     host_options{options.init_path, options.sandbox_uid_base, options.sandbox_uid_ranges,
-                                 options.user_namespace, options.seccomp});
+                                 options.user_namespace, options.seccomp, options.disk, options.sandbox_disk_bytes});
   if (!options.user_namespace || !options.seccomp)
     spdlog::warn("event=jail_weakened user_namespace={} seccomp={} note=\"for benchmarks only: sandboxes are less isolated\"",
                  options.user_namespace, options.seccomp);

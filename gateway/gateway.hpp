@@ -36,6 +36,10 @@ struct gateway_options {
   std::uint32_t sandbox_uid_ranges = 4094;
   bool user_namespace = true;
   bool seccomp = true;
+  /// The disk pool holding sandbox directories (borrowed); null: no disk limits.
+  actors::disk_quota* disk = nullptr;
+  /// A sandbox's disk limit unless it has its own; 0 = none. Default: 10 GiB.
+  std::uint64_t sandbox_disk_bytes = 10ull << 30;
   /// Reported by Warren.version.
   std::string version = "0.1.0";
 };

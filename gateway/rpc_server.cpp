@@ -175,6 +175,7 @@ class sandbox_impl final : public wire::Sandbox::Server {
           out.setDiskBytes(u.disk_bytes);
           out.setMemoryLimitBytes(u.memory_limit_bytes);
           out.setPidsLimit(static_cast<std::uint32_t>(u.pids_limit));
+          out.setDiskLimitBytes(u.disk_limit_bytes);
         });
   }
 
@@ -183,7 +184,7 @@ class sandbox_impl final : public wire::Sandbox::Server {
     actors::sandbox_settings settings;
     settings.change_lifecycle = false;
     settings.change_limits = true;
-    settings.limits = {p.getMemoryBytes(), p.getPidsMax(), p.getCpuMillis()};
+    settings.limits = {p.getMemoryBytes(), p.getPidsMax(), p.getCpuMillis(), p.getDiskBytes()};
     return ctx_.calls
         .call<actors::sandbox_info>([this, settings](auto cb) { ctx_.core.configure(name_, id_, settings, std::move(cb)); })
         .then([context](actors::sandbox_info i) mutable { fill(context.getResults().initInfo(), i); });
@@ -297,7 +298,7 @@ class warren_impl final : public wire::Warren::Server {
     auto options = p.getOptions();  // Defaults apply when the client sent none.
     bool create = options.getCreateIfMissing();
     actors::sandbox_settings settings{options.getSleepAfterMs(), options.getKeepAlive(), options.getStart(),
-                                      {options.getMemoryBytes(), options.getPidsMax(), options.getCpuMillis()}};
+                                      {options.getMemoryBytes(), options.getPidsMax(), options.getCpuMillis(), options.getDiskBytes()}};
     return ctx_.calls
         .call<actors::sandbox_info>(
             [this, name, create, settings](auto cb) { ctx_.core.get_sandbox(name, create, settings, std::move(cb)); })

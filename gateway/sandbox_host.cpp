@@ -116,12 +116,24 @@ actors::sandbox_usage sandbox_host::resource_usage(std::uint64_t sandbox_id) {
     r.memory_limit_bytes = it->second.memory_bytes;
     r.pids_limit = it->second.pids_max;
   }
+  if (options_.disk) {
+    r.disk_known = options_.disk->usage(sandbox_id, r.disk_bytes, r.disk_limit_bytes);
+  }
   return r;
 }
 
 error sandbox_host::update_limits(std::uint64_t sandbox_id, const actors::sandbox_limits& limits) {
   cgroup_limits own{limits.memory_bytes, limits.pids_max, limits.cpu_millis};
+  auto disk = disk_limit(limits.disk_bytes);
+  if (options_.disk) {
+    std::uint64_t used = 0, old_limit = 0;
+    if (options_.disk->usage(sandbox_id, used, old_limit) && disk && used > disk)
+      return make_error(errc::invalid_argument, "the sandbox holds " + std::to_string(used) +
+                                                    " bytes on disk, more than the new limit of " + std::to_string(disk));
+  }
   if (auto e = cgroups_.update(sandbox_id, own)) return e;
+  if (options_.disk)
+    if (auto e = options_.disk->set_limit(sandbox_id, disk)) return e;
   std::lock_guard lock(limits_mutex_);
   limits_[sandbox_id] = cgroups_.effective(own);
   return {};
@@ -146,6 +158,17 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
   {
     std::lock_guard lock(limits_mutex_);
     limits_[spec.sandbox_id] = limits;
+  }
+  auto disk = disk_limit(spec.disk_bytes);
+  if (options_.disk) {
+    // The quota first: the sandbox's first file is already counted. While the init mounts
+    // the overlays it gets some room above the limit (overlayfs makes its work directory
+    // then), so that a sandbox whose disk is full still starts, and its user can delete.
+    constexpr std::uint64_t start_headroom = 16ull << 20;
+    if (auto e = options_.disk->prepare(spec.sandbox_id, spec.dir, disk ? disk + start_headroom : 0)) {
+      return_id_range(spec.sandbox_id);
+      return fail(e.message);
+    }
   }
   if (auto e = cgroups_.create(spec.sandbox_id, limits, cgroup_dirs)) {
     cgroups_.remove(spec.sandbox_id);
@@ -227,11 +250,18 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
                    return agent.pingRequest().send().ignoreResult();
                  })
                  .then(
-                     [this, id, agent, started, spawned = std::chrono::steady_clock::now()]() mutable {
+                     [this, id, agent, started, disk, spawned = std::chrono::steady_clock::now()]() mutable {
                        auto it = st_->links.find(id);
                        if (it == st_->links.end() || it->second->stopping) {
                          started(make_error(errc::start_failed, "the sandbox's init exited during start-up"));
                          return;
+                       }
+                       if (options_.disk) {
+                         if (auto e = options_.disk->set_limit(id, disk)) {
+                           started(make_error(errc::start_failed, e.message));
+                           do_stop(id, [] {});
+                           return;
+                         }
                        }
                        it->second->agent = agent;
                        spdlog::debug("event=init_ready sandbox={} start_us={}", it->second->name,

@@ -28,6 +28,9 @@ struct host_options {
   /// The jail's optional layers; both on except in benchmarks that measure their cost.
   bool user_namespace = true;
   bool seccomp = true;
+  /// Where sandbox directories live with a disk quota each; null: no disk limits.
+  actors::disk_quota* disk = nullptr;
+  std::uint64_t default_disk_bytes = 0;  ///< A sandbox's disk limit unless it has its own; 0 = none.
 };
 
 class sandbox_host final : public actors::sandbox_runtime {
@@ -66,6 +69,7 @@ class sandbox_host final : public actors::sandbox_runtime {
   /// Lends a free id range to a sandbox (KJ thread); false when all are in use.
   bool lend_id_range(std::uint64_t sandbox_id, std::uint32_t& uid_base);
   void return_id_range(std::uint64_t sandbox_id);
+  std::uint64_t disk_limit(std::uint64_t own) const { return own ? own : options_.default_disk_bytes; }
   kj::Promise<void> remove_cgroup(std::uint64_t sandbox_id, int attempts_left);
 
   kj::AsyncIoContext& io_;

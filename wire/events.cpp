@@ -90,6 +90,7 @@ std::string encode_envelope(const envelope& e) {
           b.setMemoryBytes(x.memory_bytes);
           b.setPidsMax(x.pids_max);
           b.setCpuMillis(x.cpu_millis);
+          b.setDiskBytes(x.disk_bytes);
         } else {
           static_assert(always_false<T>, "event kind without an encoder");
         }
@@ -155,7 +156,7 @@ decoded decode_envelope(std::string_view bytes) {
       case j::Envelope::Event::SANDBOX_CONFIGURED: {
         auto r = ev.getSandboxConfigured();
         e.body = sandbox_configured{r.getSleepAfterMs(), r.getKeepAlive(), str(r.getName()), r.getSandboxId(),
-                                    r.getMemoryBytes(), r.getPidsMax(), r.getCpuMillis()};
+                                    r.getMemoryBytes(), r.getPidsMax(), r.getCpuMillis(), r.getDiskBytes()};
         break;
       }
       default:
@@ -234,7 +235,7 @@ std::string event_json(const event& e) {
           f += ",\"sleepAfterMs\":" + std::to_string(x.sleep_after_ms) +
                ",\"keepAlive\":" + (x.keep_alive ? "true" : "false") +
                ",\"memoryBytes\":" + std::to_string(x.memory_bytes) + ",\"pidsMax\":" + std::to_string(x.pids_max) +
-               ",\"cpuMillis\":" + std::to_string(x.cpu_millis);
+               ",\"cpuMillis\":" + std::to_string(x.cpu_millis) + ",\"diskBytes\":" + std::to_string(x.disk_bytes);
         }
         return f + "}";
       },

@@ -75,6 +75,7 @@ struct sandbox_configured {
   std::uint64_t memory_bytes = 0;  ///< Limits; 0 = the daemon's default.
   std::uint64_t pids_max = 0;
   std::uint64_t cpu_millis = 0;
+  std::uint64_t disk_bytes = 0;
   bool operator==(const sandbox_configured&) const = default;
 };
 

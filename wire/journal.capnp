@@ -79,6 +79,7 @@ struct SandboxConfigured {
   memoryBytes @4 :UInt64;   # Memory limit; 0 = the daemon's default.
   pidsMax @5 :UInt64;       # Process limit; 0 = the daemon's default.
   cpuMillis @6 :UInt64;     # CPU limit in 1/1000 CPU; 0 = the daemon's default.
+  diskBytes @7 :UInt64;     # Disk limit of its writable layer; 0 = the daemon's default.
 }
 
 # State snapshots: a cache of replay, never the truth. A reader ignores a snapshot whose
@@ -99,6 +100,7 @@ struct SandboxSnapshot {
   memoryBytes @11 :UInt64;
   pidsMax @12 :UInt64;
   cpuMillis @13 :UInt64;
+  diskBytes @14 :UInt64;
 }
 
 struct RegistrySnapshot {

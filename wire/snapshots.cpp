@@ -39,6 +39,7 @@ std::string encode_snapshot(const sandbox_snapshot& s) {
   b.setMemoryBytes(s.memory_bytes);
   b.setPidsMax(s.pids_max);
   b.setCpuMillis(s.cpu_millis);
+  b.setDiskBytes(s.disk_bytes);
   return message_bytes(message);
 }
 
@@ -82,6 +83,7 @@ std::optional<sandbox_snapshot> decode_sandbox_snapshot(std::string_view bytes) 
     s.memory_bytes = r.getMemoryBytes();
     s.pids_max = r.getPidsMax();
     s.cpu_millis = r.getCpuMillis();
+    s.disk_bytes = r.getDiskBytes();
     out = std::move(s);
   }, error, snapshot_traversal_limit);
   return out;

@@ -25,7 +25,7 @@ struct sandbox_snapshot {
   bool keep_alive = false;
   bool hibernated = false;
   std::uint64_t hibernations = 0;
-  std::uint64_t memory_bytes = 0, pids_max = 0, cpu_millis = 0;
+  std::uint64_t memory_bytes = 0, pids_max = 0, cpu_millis = 0, disk_bytes = 0;
   bool operator==(const sandbox_snapshot&) const = default;
 };
 

@@ -79,6 +79,9 @@ struct SandboxOptions {
   # For a new sandbox: its process/thread limit; 0 = the daemon's default (--sandbox-pids).
   cpuMillis @6 :UInt32;
   # For a new sandbox: its CPU limit in 1/1000 CPU; 0 = the daemon's default (--sandbox-cpus).
+  diskBytes @7 :UInt64;
+  # For a new sandbox: the most its writable layer may hold; 0 = the daemon's default
+  # (--sandbox-disk). Writes beyond it fail inside with "Disk quota exceeded".
 }
 
 enum SandboxState {
@@ -126,7 +129,7 @@ interface Sandbox {
   usage @4 () -> (usage :Usage);
   # What it uses now, from its cgroup and its writable layer. Does not wake it.
 
-  setLimits @5 (memoryBytes :UInt64, pidsMax :UInt32, cpuMillis :UInt32) -> (info :SandboxInfo);
+  setLimits @5 (memoryBytes :UInt64, pidsMax :UInt32, cpuMillis :UInt32, diskBytes :UInt64) -> (info :SandboxInfo);
   # Changes its resource limits; a 0 leaves that limit as it is. Journaled. A running sandbox
   # gets them at once (a memory limit below what it uses now is refused); a hibernated one
   # when it wakes. Does not wake it.
@@ -140,6 +143,7 @@ struct Usage {
   diskBytes @4 :UInt64;         # Bytes held by its writable layer (what it wrote or changed).
   memoryLimitBytes @5 :UInt64;  # Its memory limit, 0 for none.
   pidsLimit @6 :UInt32;         # Its process limit, 0 for none.
+  diskLimitBytes @7 :UInt64;    # Its disk limit, 0 for none (or when the daemon has no disk pool).
 }
 
 struct ExecRequest {

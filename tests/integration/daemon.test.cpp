@@ -68,7 +68,7 @@ TEST_CASE("invalid names get a precise error and create nothing", "[e2e][bad-inp
   CHECK(rm.code == 125);
   CHECK(rm.err.find("a-z") != std::string::npos);
   CHECK(d.warren({"ls", "--json"}).out == "[]\n");
-  CHECK(fs::is_empty(d.data_dir + "/sandboxes"));
+  CHECK(fs::is_empty(d.view(d.data_dir + "/sandboxes")));
 }
 
 TEST_CASE("the timeout kills the command and says so", "[e2e]") {
@@ -103,16 +103,18 @@ TEST_CASE("warren ls lists sandboxes and warren rm removes every trace", "[e2e]"
   auto id = d.sandbox_id("one");
   auto dir = d.data_dir + "/sandboxes/" + std::to_string(id);
   auto cg = d.cgroup_parent() + "/sb-" + std::to_string(id);
-  REQUIRE(fs::exists(dir + "/upper/root/workspace/f"));
+  REQUIRE(fs::exists(d.view(dir + "/upper/root/workspace/f")));
   REQUIRE(fs::exists(cg));
   REQUIRE_FALSE(processes_with("--sandbox-dir " + dir).empty());
 
   auto rm = d.warren({"rm", "one"});
   CHECK(rm.code == 0);
-  CHECK_FALSE(fs::exists(dir));
+  CHECK_FALSE(fs::exists(d.view(dir)));
+  CHECK(fs::exists(d.view(d.data_dir + "/sandboxes")));  // (The view works.)
   CHECK_FALSE(fs::exists(cg));
   CHECK(processes_with("--sandbox-dir " + dir).empty());
   CHECK_FALSE(host_mounts_mention(dir));
+  CHECK_FALSE(d.mounts_mention(dir));
   auto json = d.warren({"ls", "--json"}).out;
   CHECK(json.find("\"one\"") == std::string::npos);
   CHECK(json.find("\"two\"") != std::string::npos);
@@ -137,6 +139,9 @@ TEST_CASE("SIGTERM stops the daemon cleanly and leaves no process, cgroup or soc
   CHECK(processes_with("--sandbox-dir " + d.data_dir).empty());
   CHECK_FALSE(fs::exists(cg));
   CHECK_FALSE(fs::exists(d.socket));
+  // The disk pool was mounted in the daemon's namespace only; its loop device is free.
+  CHECK_FALSE(host_mounts_mention(d.data_dir));
+  CHECK(eventually([&] { return !loop_backs(d.data_dir + "/disk.img"); }));
   CHECK(d.log().find("event=daemon_stopped") != std::string::npos);
 }
 
@@ -147,6 +152,9 @@ TEST_CASE("after kill -9 and a restart, sandboxes, files and the journal are int
   CHECK(d.stop(SIGKILL) == 128 + SIGKILL);
   // The sandbox dies with the daemon (PDEATHSIG), nothing keeps running unowned.
   CHECK(eventually([&] { return processes_with("--sandbox-dir " + d.data_dir).empty(); }));
+  // Nothing of the pool outlives the daemon either: its mount went with its namespace.
+  CHECK_FALSE(host_mounts_mention(d.data_dir));
+  CHECK(eventually([&] { return !loop_backs(d.data_dir + "/disk.img"); }));
   d.start();
   // It was running, so the restarted daemon brings it back by itself (a wake).
   CHECK(eventually([&] { return !processes_with("warren-init --name keep ").empty(); }));

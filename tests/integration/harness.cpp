@@ -122,6 +122,22 @@ bool host_mounts_mention(const std::string& path) {
   return all.find(path) != std::string::npos;
 }
 
+bool loop_backs(const std::string& path) {
+  std::error_code ec;
+  for (auto& entry : std::filesystem::directory_iterator("/sys/block", ec)) {
+    std::ifstream in(entry.path() / "loop" / "backing_file");
+    std::string backing;
+    if (std::getline(in, backing) && backing == path) return true;
+  }
+  return false;
+}
+
+bool warrend_process::mounts_mention(const std::string& path) const {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/mountinfo");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return all.find(path) != std::string::npos;
+}
+
 warrend_process::warrend_process(std::vector<std::string> extra) : extra_args(std::move(extra)) {
   data_dir = dir.path + "/data";
   socket = dir.path + "/warren.sock";

@@ -44,6 +44,9 @@ bool eventually(Pred pred, int timeout_ms = 10000);
 /// Does any mount in the host's mount table mention `path`?
 bool host_mounts_mention(const std::string& path);
 
+/// Is a loop device attached to the file `path`?
+bool loop_backs(const std::string& path);
+
 class warrend_process {
  public:
   /// Starts warrend with a fresh data dir; `extra` flags are appended.
@@ -63,6 +66,11 @@ class warrend_process {
   std::string cgroup_parent() const;
   /// The data-dir directory of a sandbox by name (via `warren ls --json`).
   std::uint64_t sandbox_id(const std::string& name) const;
+  /// A path as the daemon sees it: sandbox directories live in its disk pool, mounted in
+  /// its own mount namespace only.
+  std::string view(const std::string& path) const { return "/proc/" + std::to_string(pid) + "/root" + path; }
+  /// Does any mount in the daemon's mount namespace mention `path`?
+  bool mounts_mention(const std::string& path) const;
 
   test_dir dir;
   std::string data_dir, socket, log_path;

@@ -385,3 +385,63 @@ TEST_CASE("user namespace: users inside are separated from root inside, and root
   CHECK(sh(d, "a", "python3 -c 'import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 80)); print(\"ok\")'").out == "ok\n");
   CHECK(sh(d, "a", "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP); print(\"ok\")'").out == "ok\n");
 }
+
+namespace {
+// Bytes a file really takes on the host's disk (a sparse image grows as it is written).
+std::uint64_t allocated_bytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_blocks) * 512 : 0;
+}
+
+double json_number(const std::string& json, const std::string& key) {
+  auto at = json.find("\"" + key + "\":");
+  return at == std::string::npos ? -1 : std::stod(json.substr(at + key.size() + 3));
+}
+}  // namespace
+
+TEST_CASE("disk: filling the disk stops at the sandbox's limit, the host and other sandboxes are untouched", "[isolation][disk]") {
+  warrend_process d({"--disk-pool", "1G"});
+  REQUIRE(d.warren({"create", "a", "--disk", "48M"}).code == 0);
+  REQUIRE(sh(d, "b", "true").code == 0);
+  auto image = d.data_dir + "/disk.img";
+  auto image_before = allocated_bytes(image);
+
+  auto fill = sh(d, "a", "dd if=/dev/zero of=/workspace/fill bs=1M count=200");
+  CHECK(fill.code != 0);
+  CHECK(fill.err.find("Disk quota exceeded") != std::string::npos);
+  auto usage = d.warren({"usage", "a", "--json"}).out;
+  INFO(usage);
+  CHECK(json_number(usage, "diskLimitBytes") == 48.0 * 1024 * 1024);
+  CHECK(json_number(usage, "diskBytes") <= 48.0 * 1024 * 1024);
+  CHECK(json_number(usage, "diskBytes") >= 40.0 * 1024 * 1024);
+  // The host's disk grew by what the sandbox may hold, not by what it tried to write.
+  CHECK(allocated_bytes(image) - image_before < 100ull << 20);
+  // Another sandbox writes as before.
+  CHECK(sh(d, "b", "dd if=/dev/zero of=/workspace/mine bs=1M count=20 2>/dev/null && echo ok").out == "ok\n");
+
+  // A full sandbox still starts after hibernation, and its user can make room.
+  REQUIRE(d.warren({"sleep", "a"}).code == 0);
+  CHECK(sh(d, "a", "rm /workspace/fill && echo x > /workspace/small && cat /workspace/small").out == "x\n");
+  // A flood of empty files is counted too (metadata), and stops at the limit.
+  REQUIRE(d.warren({"set", "a", "--disk", "4M"}).code == 0);
+  auto flood = sh(d, "a", "python3 -c 'import os\nn = 0\ntry:\n  while n < 1000000:\n    open(\"/workspace/e%d\" % n, \"w\").close(); n += 1\nexcept OSError as e: print(e.errno)'");
+  CHECK(flood.out == "122\n");  // EDQUOT
+  // A limit below what it holds is refused; a higher one applies at once.
+  CHECK(d.warren({"set", "a", "--disk", "1M"}).err.find("more than the new limit") != std::string::npos);
+  REQUIRE(d.warren({"set", "a", "--disk", "64M"}).code == 0);
+  CHECK(sh(d, "a", "dd if=/dev/zero of=/workspace/more bs=1M count=30 2>/dev/null && echo ok").out == "ok\n");
+}
+
+TEST_CASE("disk: all sandboxes together cannot grow the host's disk beyond the pool", "[isolation][disk]") {
+  warrend_process d({"--disk-pool", "600M"});
+  auto image = d.data_dir + "/disk.img";
+  auto r = sh(d, "a", "dd if=/dev/zero of=/workspace/fill bs=1M count=1000");
+  CHECK(r.code != 0);
+  CHECK(r.err.find("No space left on device") != std::string::npos);
+  struct stat st {};
+  REQUIRE(::stat(image.c_str(), &st) == 0);
+  CHECK(st.st_size == 600ll << 20);
+  CHECK(allocated_bytes(image) <= 600ull << 20);
+  // The daemon and the sandbox carry on.
+  CHECK(sh(d, "a", "rm /workspace/fill && echo room").out == "room\n");
+}

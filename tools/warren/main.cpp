@@ -38,10 +38,10 @@ commands:
   exec NAME [--env K=V]... [--cwd DIR] [--timeout SECONDS] [--shell] -- CMD [ARGS...]
         run CMD in sandbox NAME (created if needed); output streams live, and warren exits
         with the command's exit code. --shell runs CMD as one `sh -c` command line.
-  create NAME [--sleep-after DURATION] [--keep-alive] [--memory SIZE] [--pids N] [--cpus N]
+  create NAME [--sleep-after DURATION] [--keep-alive] [--memory SIZE] [--pids N] [--cpus N] [--disk SIZE]
         create a sandbox (exec creates one too, with the defaults: sleep after 10m and the
         daemon's limits); SIZE like 512M or 2G, --cpus like 0.5
-  set NAME [--sleep-after DURATION] [--keep-alive on|off] [--memory SIZE] [--pids N] [--cpus N]
+  set NAME [--sleep-after DURATION] [--keep-alive on|off] [--memory SIZE] [--pids N] [--cpus N] [--disk SIZE]
         change when a sandbox hibernates, or its limits (at once if it runs)
   sleep NAME
         hibernate a sandbox now (its files stay; the next call wakes it)
@@ -320,7 +320,7 @@ std::string info_json(warren::wire::SandboxInfo::Reader s) {
 }
 
 struct create_limits {
-  std::uint64_t memory_bytes = 0, pids = 0, cpu_millis = 0;
+  std::uint64_t memory_bytes = 0, pids = 0, cpu_millis = 0, disk_bytes = 0;
 };
 
 // Parses --sleep-after / --keep-alive (and, for create, limits) from rest[2..]; unset fields
@@ -345,6 +345,10 @@ void parse_lifecycle(const options& o, std::uint64_t& sleep_ms, bool& keep, bool
     }
     if (limits && a[i] == "--pids") {
       limits->pids = number(i, 1);
+      continue;
+    }
+    if (limits && a[i] == "--disk") {
+      limits->disk_bytes = number(i, 1);
       continue;
     }
     if (limits && a[i] == "--cpus") {
@@ -381,6 +385,7 @@ int cmd_create(connection& c, const options& o) {
   opts.setMemoryBytes(limits.memory_bytes);
   opts.setPidsMax(static_cast<std::uint32_t>(limits.pids));
   opts.setCpuMillis(static_cast<std::uint32_t>(limits.cpu_millis));
+  opts.setDiskBytes(limits.disk_bytes);
   auto res = req.send().wait(c.io.waitScope);
   if (o.json) std::printf("%s\n", info_json(res.getInfo()).c_str());
   else std::printf("%s\n", res.getInfo().getName().cStr());
@@ -406,11 +411,12 @@ int cmd_set(connection& c, const options& o) {
   bool keep = info.getKeepAlive();
   create_limits limits;
   parse_lifecycle(o, sleep_ms, keep, true, &limits);
-  if (limits.memory_bytes || limits.pids || limits.cpu_millis) {
+  if (limits.memory_bytes || limits.pids || limits.cpu_millis || limits.disk_bytes) {
     auto lreq = sandbox.setLimitsRequest();
     lreq.setMemoryBytes(limits.memory_bytes);
     lreq.setPidsMax(static_cast<std::uint32_t>(limits.pids));
     lreq.setCpuMillis(static_cast<std::uint32_t>(limits.cpu_millis));
+    lreq.setDiskBytes(limits.disk_bytes);
     lreq.send().wait(c.io.waitScope);
     std::printf("%s: limits changed\n", o.rest[1].c_str());
     bool lifecycle = false;
@@ -510,11 +516,11 @@ std::string usage_json(warren::wire::Usage::Reader u) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "{\"cpuSeconds\":%.3f,\"memoryBytes\":%llu,\"memoryPeakBytes\":%llu,\"pids\":%u,\"diskBytes\":%llu,"
-                "\"memoryLimitBytes\":%llu,\"pidsLimit\":%u}",
+                "\"memoryLimitBytes\":%llu,\"pidsLimit\":%u,\"diskLimitBytes\":%llu}",
                 u.getCpuSeconds(), static_cast<unsigned long long>(u.getMemoryBytes()),
                 static_cast<unsigned long long>(u.getMemoryPeakBytes()), u.getPids(),
                 static_cast<unsigned long long>(u.getDiskBytes()), static_cast<unsigned long long>(u.getMemoryLimitBytes()),
-                u.getPidsLimit());
+                u.getPidsLimit(), static_cast<unsigned long long>(u.getDiskLimitBytes()));
   return buf;
 }
 
@@ -530,7 +536,8 @@ int cmd_usage(connection& c, const options& o) {
   std::printf("memory:    %s now, %s at peak%s\n", human_bytes(u.getMemoryBytes()).c_str(),
               human_bytes(u.getMemoryPeakBytes()).c_str(), limit(u.getMemoryLimitBytes(), human_bytes(u.getMemoryLimitBytes())).c_str());
   std::printf("processes: %u%s\n", u.getPids(), limit(u.getPidsLimit(), std::to_string(u.getPidsLimit())).c_str());
-  std::printf("disk:      %s in its writable layer\n", human_bytes(u.getDiskBytes()).c_str());
+  std::printf("disk:      %s in its writable layer%s\n", human_bytes(u.getDiskBytes()).c_str(),
+              limit(u.getDiskLimitBytes(), human_bytes(u.getDiskLimitBytes())).c_str());
   return 0;
 }
 

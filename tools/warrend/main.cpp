@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "gateway/cgroups.hpp"
 #include "gateway/gateway.hpp"
 #include "storage/base_image.hpp"
+#include "storage/disk_pool.hpp"
 #include "storage/journal.hpp"
 #include "storage/layout.hpp"
 
@@ -44,6 +46,12 @@ options (each may also be set in the config file as `name = value`):
                          gets 65536 ids of its own (default: 1879048192 = 0x70000000)
   --sandbox-uid-ranges N how many sandboxes may run at once, i.e. ranges of 65536 ids
                          after the base (default: 4094, up to 0x7FFE0000)
+  --sandbox-disk SIZE    most a sandbox's writable layer may hold, e.g. 20G; 0 = no
+                         limit of its own (default: 10G)
+  --disk-pool SIZE    size of the disk pool image (<data-dir>/disk.img, sparse) that holds
+                      every sandbox's files, with a quota each; fixed when first made;
+                      `off`: sandbox files go on the data dir's filesystem without limits
+                      (default: 90% of the free space when the pool is first made)
   --jail MODE         full (default); no-userns, no-seccomp or namespaces-only turn layers
                       of the jail off, to measure what each costs (never in production)
   --version           print the version and exit
@@ -58,6 +66,7 @@ struct settings {
       {"token-file", ""},              {"log-level", "info"},                {"init", ""},
       {"sandbox-memory", "4G"},        {"sandbox-pids", "4096"},             {"sandbox-cpus", "0"},
       {"sandbox-uid-base", "1879048192"}, {"sandbox-uid-ranges", "4094"},     {"jail", "full"},
+      {"sandbox-disk", "10G"},         {"disk-pool", "auto"},
   };
 };
 
@@ -184,6 +193,23 @@ std::uint64_t parse_number(const std::string& flag, const std::string& v, double
   return static_cast<std::uint64_t>(n * scale);
 }
 
+// The gateway sees the disk pool through the runtime's interface.
+struct pool_quota final : warren::actors::disk_quota {
+  explicit pool_quota(warren::storage::disk_pool& p) : pool(p) {}
+  warren::error prepare(std::uint64_t id, const std::string& dir, std::uint64_t limit) override {
+    return pool.apply(id, dir, limit);
+  }
+  warren::error set_limit(std::uint64_t id, std::uint64_t limit) override { return pool.set_limit(id, limit); }
+  bool usage(std::uint64_t id, std::uint64_t& used, std::uint64_t& limit) override {
+    auto u = pool.usage(id);
+    if (!u) return false;
+    used = u->used_bytes;
+    limit = u->limit_bytes;
+    return true;
+  }
+  warren::storage::disk_pool& pool;
+};
+
 std::uint32_t fnv1a(const std::string& s) {
   std::uint32_t h = 2166136261u;
   for (unsigned char c : s) h = (h ^ c) * 16777619u;
@@ -214,6 +240,10 @@ int main(int argc, char** argv) {
   if (uid_base < 65536 || uid_ranges == 0 || uid_base + uid_ranges * 65536 > 0xFFFFFFFFull)
     die("--sandbox-uid-base and --sandbox-uid-ranges must describe ids between 65536 and 2^32-1 "
         "(base >= 65536, at least one range)");
+  auto disk_bytes = parse_size("sandbox-disk", v["sandbox-disk"]);
+  bool use_pool = v["disk-pool"] != "off";
+  std::uint64_t pool_bytes = 0;
+  if (use_pool && v["disk-pool"] != "auto") pool_bytes = parse_size("disk-pool", v["disk-pool"]);
   auto jail = v["jail"];
   if (jail != "full" && jail != "no-userns" && jail != "no-seccomp" && jail != "namespaces-only")
     die("--jail takes full, no-userns, no-seccomp or namespaces-only, got '" + jail + "'");
@@ -232,8 +262,11 @@ int main(int argc, char** argv) {
     ::setrlimit(RLIMIT_NOFILE, &files);
   }
 
-  // Signals must be captured before any thread exists (RocksDB and the journal start some).
+  // Signals must be captured before any thread exists (RocksDB and the journal start some),
+  // and so must a mount namespace of our own: the disk pool's mount (and anything else the
+  // daemon mounts) then vanishes with the daemon, however it ends.
   warren::gateway::prepare_process();
+  if (auto e = warren::storage::enter_private_mount_namespace()) die(e.message);
 
   warren::storage::layout layout;
   if (auto e = warren::storage::prepare_layout(v["data-dir"], layout)) die(e.message);
@@ -242,6 +275,24 @@ int main(int argc, char** argv) {
   warren::error err;
   auto journal = warren::storage::journal::open({layout.journal_dir(), true}, err);
   if (!journal) die(err.message);
+
+  // After the journal: its lock guarantees that no other daemon uses this data dir.
+  std::unique_ptr<warren::storage::disk_pool> pool;
+  if (use_pool) {
+    auto image = layout.data_dir + "/disk.img";
+    std::error_code ec;
+    if (!std::filesystem::exists(image) && !std::filesystem::is_empty(layout.sandboxes_dir(), ec)) {
+      spdlog::warn("event=disk_limits_off reason=\"{} holds sandboxes made before the disk pool; they stay on "
+                   "the data dir's filesystem without disk limits (recreate them, or start with an empty data dir)\"",
+                   layout.sandboxes_dir());
+    } else {
+      if (pool_bytes == 0) pool_bytes = warren::storage::default_pool_size(layout.data_dir);
+      pool = warren::storage::disk_pool::open(image, layout.sandboxes_dir(), pool_bytes, err);
+      if (!pool) die(err.message + " (or start with --disk-pool off: no disk limits)");
+      spdlog::info("event=disk_pool image={} device={} size_bytes={} sandbox_disk_bytes={}", image, pool->device(),
+                   pool->size_bytes(), disk_bytes);
+    }
+  }
 
   warren::gateway::gateway_options g;
   g.socket_path = v["socket"];
@@ -255,6 +306,10 @@ int main(int argc, char** argv) {
   g.sandbox_memory_bytes = memory_bytes;
   g.sandbox_pids_max = pids_max;
   g.sandbox_cpu_millis = cpu_millis;
+  std::unique_ptr<pool_quota> quota;
+  if (pool) quota = std::make_unique<pool_quota>(*pool);
+  g.disk = quota.get();
+  g.sandbox_disk_bytes = disk_bytes;
   g.sandbox_uid_base = static_cast<std::uint32_t>(uid_base);
   g.sandbox_uid_ranges = static_cast<std::uint32_t>(uid_ranges);
   g.user_namespace = jail == "full" || jail == "no-seccomp";
@@ -267,5 +322,6 @@ int main(int argc, char** argv) {
     return warren::actors::core::start(warren::actors::core_options{}, *journal, layout, runtime, e);
   });
   journal.reset();
+  pool.reset();
   return code;
 }
