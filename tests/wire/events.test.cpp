@@ -48,6 +48,13 @@ std::vector<envelope> golden_v2() {
   return all;
 }
 
+// Schema v3 added the disk limit to configuration.
+std::vector<envelope> golden_v3() {
+  auto all = golden_v2();
+  all.push_back({11, 1764400001000, false, sandbox_configured{600000, true, "demo", 7, 1 << 30, 512, 1500, 20ull << 30}});
+  return all;
+}
+
 void check_golden(const std::string& file, const std::vector<envelope>& expected) {
   std::ifstream in(std::string(WARREN_FIXTURES_DIR) + "/" + file);
   REQUIRE(in);
@@ -67,7 +74,7 @@ void check_golden(const std::string& file, const std::vector<envelope>& expected
 }  // namespace
 
 TEST_CASE("every event kind survives encode and decode", "[codec]") {
-  for (auto& e : golden_v2()) {
+  for (auto& e : golden_v3()) {
     auto d = decode_envelope(encode_envelope(e));
     INFO(event_kind(e.body));
     REQUIRE(d.error.empty());
@@ -79,10 +86,11 @@ TEST_CASE("every event kind survives encode and decode", "[codec]") {
 TEST_CASE("the golden journals of every schema version still decode to the same events", "[codec][replay]") {
   check_golden("journal-v1.hex", golden_v1());
   check_golden("journal-v2.hex", golden_v2());
+  check_golden("journal-v3.hex", golden_v3());
 }
 
 TEST_CASE("every event kind has a JSON form and a summary for the journal tools", "[codec]") {
-  for (auto& e : golden_v2()) {
+  for (auto& e : golden_v3()) {
     auto json = event_json(e.body);
     CHECK(json.front() == '{');
     CHECK(json.back() == '}');
@@ -105,10 +113,10 @@ TEST_CASE("corrupt journal bytes are reported, not thrown", "[codec]") {
 
 // Regenerates the fixture (only for a new schema version): build/bin/warren_unit_tests "[.golden]"
 TEST_CASE("write the newest golden journal", "[.golden]") {
-  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v2.hex");
-  out << "# Journal events of schema v2, one encoded envelope per line (hex). Never edit: add a\n"
+  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v3.hex");
+  out << "# Journal events of schema v3, one encoded envelope per line (hex). Never edit: add a\n"
          "# new file for a new schema version; every file must keep decoding.\n";
-  for (auto& e : golden_v2()) out << hex(encode_envelope(e)) << "\n";
+  for (auto& e : golden_v3()) out << hex(encode_envelope(e)) << "\n";
   REQUIRE(out.good());
 }
 
@@ -122,6 +130,10 @@ TEST_CASE("snapshots round-trip and an unknown version or garbage is no snapshot
   s.sleep_after_ms = 1000;
   s.hibernated = true;
   s.hibernations = 3;
+  s.memory_bytes = 1 << 30;
+  s.pids_max = 512;
+  s.cpu_millis = 1500;
+  s.disk_bytes = 20ull << 30;
   auto back = decode_sandbox_snapshot(encode_snapshot(s));
   REQUIRE(back);
   CHECK(*back == s);
