@@ -24,6 +24,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -46,14 +47,14 @@ double ms_since(clock_type::time_point t) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
 }
 
-pid_t daemon_pid = -1;  // The daemon under test, stopped on every exit path.
+std::vector<pid_t> daemon_pids;  // The daemons under test, stopped on every exit path.
 
 [[noreturn]] void broken(const std::string& what) {
   std::fprintf(stderr, "warren_bench: BROKEN: %s\n", what.c_str());
-  if (daemon_pid > 0) {
-    ::kill(daemon_pid, SIGTERM);
+  for (auto pid : daemon_pids) {
+    ::kill(pid, SIGTERM);
     int status;
-    ::waitpid(daemon_pid, &status, 0);
+    ::waitpid(pid, &status, 0);
   }
   std::exit(1);
 }
@@ -155,21 +156,23 @@ struct daemon_under_test {
   std::string dir, data, socket, log;
   pid_t pid = -1;
 
-  explicit daemon_under_test(const std::string& warrend) {
+  explicit daemon_under_test(const std::string& warrend, std::vector<std::string> extra = {}) {
     char tmpl[] = "/tmp/warren-bench-XXXXXX";
     dir = ::mkdtemp(tmpl);
     data = dir + "/data";
     socket = dir + "/warren.sock";
     log = dir + "/warrend.log";
-    pid = spawn({warrend, "--data-dir", data, "--socket", socket, "--log-level", "warn"}, log);
-    daemon_pid = pid;
+    std::vector<std::string> argv = {warrend, "--data-dir", data, "--socket", socket, "--log-level", "warn"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    pid = spawn(argv, log);
+    daemon_pids.push_back(pid);
     for (int i = 0; i < 500 && !fs::exists(socket); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (!fs::exists(socket)) broken("warrend did not start; log: " + log);
   }
   ~daemon_under_test() {
     ::kill(pid, SIGTERM);
     wait_exit(pid);
-    daemon_pid = -1;
+    std::erase(daemon_pids, pid);
     std::error_code ec;
     fs::remove_all(dir, ec);
   }
@@ -290,6 +293,41 @@ void bench_latency(client& c, int n, std::vector<row>& rows) {
   rows.push_back(against(rc, rw, "< 1x bwrap"));
   rows.push_back(rbw);
   rows.push_back(against(summarize("warm exec round trip (RPC, journaled)", "ms", warm), rbw, "<= 1.5x fork+exec"));
+}
+
+// The cost of each optional layer of the jail: four daemons, one per `--jail` mode, measured
+// interleaved so that the machine's noise hits all alike.
+void bench_jail(const std::string& warrend, int n, std::vector<row>& rows) {
+  struct mode {
+    const char* flag;
+    const char* name;
+  };
+  const std::vector<mode> modes = {
+      {"namespaces-only", "jail: create-to-first-exec, namespaces + overlay + cgroups + capabilities"},
+      {"no-userns", "jail: create-to-first-exec, + seccomp"},
+      {"no-seccomp", "jail: create-to-first-exec, + user namespace (idmapped layers)"},
+      {"full", "jail: create-to-first-exec, full (user namespace + seccomp)"}};
+  std::vector<std::unique_ptr<daemon_under_test>> daemons;
+  for (auto& m : modes) daemons.push_back(std::make_unique<daemon_under_test>(warrend, std::vector<std::string>{"--jail", m.flag}));
+  auto io = kj::setupAsyncIo();
+  std::vector<std::unique_ptr<client>> clients;
+  for (auto& d : daemons) {
+    clients.push_back(std::make_unique<client>(io, d->socket));
+    create_and_exec(*clients.back(), "warmup").wait(io.waitScope);
+  }
+  std::vector<std::vector<double>> samples(modes.size());
+  for (int i = 0; i < n; ++i)
+    for (std::size_t k = 0; k < modes.size(); ++k)
+      samples[k].push_back(time_rpc(*clients[k], create_and_exec(*clients[k], "j-" + std::to_string(i))));
+  auto base = summarize(modes[0].name, "ms", samples[0]);
+  rows.push_back(base);
+  row full;
+  for (std::size_t k = 1; k < modes.size(); ++k) {
+    auto r = against(summarize(modes[k].name, "ms", samples[k]), base, k + 1 == modes.size() ? "<= +1 ms" : "");
+    rows.push_back(r);
+    full = r;
+  }
+  rows.push_back(summarize("jail: what user namespace + seccomp add to a create (p50 difference)", "ms", {full.p50 - base.p50}));
 }
 
 void bench_burst(client& c, std::vector<row>& rows) {
@@ -525,6 +563,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "warren_bench: hibernation ...\n");
     bench_hibernation(c, d, quick ? 15 : 60, quick ? 500 : 2000, rows);
   }
+  std::fprintf(stderr, "warren_bench: jail layers (n=%d) ...\n", n);
+  bench_jail(warrend, n, rows);
   std::fprintf(stderr, "warren_bench: journal ...\n");
   bench_journal(events, replay, rows);
 
