@@ -445,3 +445,22 @@ TEST_CASE("disk: all sandboxes together cannot grow the host's disk beyond the p
   // The daemon and the sandbox carry on.
   CHECK(sh(d, "a", "rm /workspace/fill && echo room").out == "room\n");
 }
+
+TEST_CASE("a sandbox cannot ptrace its init, sees nothing of the host's /sys, and /proc/self/root leads back inside", "[isolation]") {
+  warrend_process d;
+  auto ptrace_attach = [&](const std::string& pid) {
+    return sh(d, "a", "python3 -c 'import ctypes; libc = ctypes.CDLL(None, use_errno=True); r = libc.ptrace(16, " + pid +
+                          ", None, None); print(r, ctypes.get_errno())'")
+        .out;
+  };
+  CHECK(ptrace_attach("1") == "-1 1\n");  // PTRACE_ATTACH to PID 1: EPERM
+  // Its own processes may be traced (debuggers and strace work); the host's are not even
+  // visible (the pid namespace), and PID 1 is refused above.
+  CHECK(sh(d, "a", "python3 -c 'import ctypes, os, time\nlibc = ctypes.CDLL(None, use_errno=True)\npid = os.fork()\n"
+                   "if pid == 0:\n  time.sleep(3)\n  os._exit(0)\nprint(libc.ptrace(16, pid, None, None))\nos.kill(pid, 9)'")
+            .out == "0\n");
+  CHECK(sh(d, "a", "ls -A /sys | wc -l").out == "0\n");
+  auto tag = std::to_string(::getpid());
+  CHECK(sh(d, "a", "echo x > /proc/self/root/tmp/via-root-" + tag + " && cat /tmp/via-root-" + tag).out == "x\n");
+  CHECK_FALSE(fs::exists("/tmp/via-root-" + tag));
+}

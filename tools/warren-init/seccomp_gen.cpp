@@ -29,6 +29,9 @@ constexpr const char* denied[] = {
     // Interfaces with a record of privilege escalations.
     "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key", "io_uring_setup",
     "io_uring_enter", "io_uring_register", "open_by_handle_at", "name_to_handle_at",
+    // Not here: ptrace. Debuggers and strace inside are legitimate, and nothing outside can
+    // be traced: host processes are invisible (pid namespace), PID 1 is not dumpable, and
+    // CAP_SYS_PTRACE is gone from the bounding set (attack test in isolation.test.cpp).
 };
 
 [[noreturn]] void die(const char* what, int rc) {
