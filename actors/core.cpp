@@ -138,6 +138,15 @@ void core::end_exec(std::string name, std::uint64_t id, std::uint64_t exec_id, e
                    exec_id, std::move(outcome));
 }
 
+void core::hold(std::string name, std::uint64_t id, callback<std::uint64_t> done) {
+  impl_->ask<std::uint64_t>(impl_->timeout(impl_->options.start_timeout_ms), std::move(done), wr_hold_atom::value,
+                            std::move(name), id);
+}
+
+void core::release(std::string name, std::uint64_t id) {
+  impl_->ask<bool>(impl_->timeout(), [](const error&, bool) {}, wr_release_atom::value, std::move(name), id);
+}
+
 namespace {
 
 // Looks up `name` in the registry, then runs the blocking `work(id)` on a detached actor's

@@ -78,6 +78,12 @@ class core {
   void end_exec(std::string name, std::uint64_t id, std::uint64_t exec_id, exec_outcome outcome,
                 callback<bool> done);
 
+  /// Starts the sandbox if needed and keeps it from hibernating until release() (file
+  /// operations: work that is not a journaled command). Value: its id, for the runtime.
+  void hold(std::string name, std::uint64_t id, callback<std::uint64_t> done);
+  /// Ends one hold; counts as activity. Fire and forget.
+  void release(std::string name, std::uint64_t id);
+
   /// A sandbox's journal from `from_seq`, at most `limit` entries (0: 10000), and its last seq.
   struct journal_page {
     std::vector<journal_entry> entries;

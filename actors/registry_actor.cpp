@@ -382,6 +382,19 @@ caf::behavior registry_behavior(registry_actor* self) {
           forward<exec_ticket>(self, name, id, caf::make_message(wr_exec_atom::value, req), rp, start_timeout(self->state));
         });
       },
+      [=](wr_hold_atom, std::string& name, std::uint64_t id) {
+        return gated<std::uint64_t>(self, [=](caf::response_promise rp) {
+          forward<std::uint64_t>(self, name, id, caf::make_message(wr_hold_atom::value), rp, start_timeout(self->state));
+        });
+      },
+      [=](wr_release_atom, std::string& name, std::uint64_t id) {
+        return gated<bool>(self, [=](caf::response_promise rp) {
+          // Nothing to release in a sandbox that is gone or asleep (its actor took the holds with it).
+          auto* e = find_incarnation(self->state, name, id);
+          if (!e || !self->state.actors.count(name)) return (void)rp.deliver(false);
+          forward<bool>(self, name, id, caf::make_message(wr_release_atom::value), rp, request_timeout(self->state));
+        });
+      },
       [=](wr_ended_atom, std::string& name, std::uint64_t id, std::uint64_t exec_id, exec_outcome& o) {
         return gated<bool>(self, [=](caf::response_promise rp) {
           // After a destroy there is nothing to record the end in: not an error.

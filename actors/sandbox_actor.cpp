@@ -32,6 +32,7 @@ struct sandbox_state {
   // Idle detection: one timer at a time (delayed_send cannot be cancelled).
   bool idle_timer_armed = false;
   std::uint64_t cpu_seen_us = 0;
+  int holds = 0;  // File operations in progress (core::hold); not journaled.
 
   static inline const char* name = "warren.sandbox";
 };
@@ -179,9 +180,9 @@ void hibernate(sandbox_actor* self, const std::string& reason, std::function<voi
   auto& st = self->state;
   if (st.retired) return then(make_error(errc::unavailable, "the sandbox is stopping"));
   if (st.rec.hibernated) return then({});
-  if (!st.rec.open_execs.empty())
-    return then(make_error(errc::busy, "a command is running in sandbox " + st.rec.name +
-                                           "; it can hibernate once its commands have finished"));
+  if (!st.rec.open_execs.empty() || st.holds > 0)
+    return then(make_error(errc::busy, "a command or file operation is running in sandbox " + st.rec.name +
+                                           "; it can hibernate once they have finished"));
   write_with_registry(self, wire::sandbox_hibernated{st.rec.id, reason, st.rec.name},
                       [self, reason, then = std::move(then)](const error& e) {
                         if (e) return then(e);
@@ -299,10 +300,11 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
         // never put to sleep.
         auto cpu = s.runtime->cpu_usage_us(s.rec.id);
         if (cpu > s.cpu_seen_us) touch(self);
-        if (!may_hibernate(s.rec, now_ms(), s.last_activity_ms)) return arm_idle_timer(self);
+        if (s.holds > 0 || !may_hibernate(s.rec, now_ms(), s.last_activity_ms)) return arm_idle_timer(self);
         s.gate.run([self] {
           // Re-check: a command may have run while this waited at the gate.
-          if (!may_hibernate(self->state.rec, now_ms(), self->state.last_activity_ms)) return arm_idle_timer(self);
+          if (self->state.holds > 0 || !may_hibernate(self->state.rec, now_ms(), self->state.last_activity_ms))
+            return arm_idle_timer(self);
           hibernate(self, "idle", [self](const error& e) {
             if (e) spdlog::warn("event=hibernate_failed sandbox={} reason=\"{}\"", self->state.rec.name, e.message);
           });
@@ -385,6 +387,25 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
           });
         });
         return rp;
+      },
+      [=](wr_hold_atom) -> caf::result<std::uint64_t> {
+        auto rp = self->make_response_promise<std::uint64_t>();
+        self->state.gate.run([=]() mutable {
+          touch(self);
+          ensure_running(self, [=](const error& e) mutable {
+            if (e) return (void)rp.deliver(to_caf(e));
+            ++self->state.holds;
+            rp.deliver(self->state.rec.id);
+          });
+        });
+        return rp;
+      },
+      [=](wr_release_atom) -> bool {
+        auto& s = self->state;
+        if (s.holds > 0) --s.holds;
+        touch(self);
+        arm_idle_timer(self);
+        return true;
       },
       [=](wr_ended_atom, std::uint64_t exec_id, exec_outcome& outcome) -> caf::result<bool> {
         auto rp = self->make_response_promise<bool>();

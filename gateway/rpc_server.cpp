@@ -5,6 +5,8 @@
 
 #include <chrono>
 
+#include "wire/agent.capnp.h"
+#include "wire/files.capnp.h"
 #include "wire/warren.capnp.h"
 
 namespace warren::gateway {
@@ -146,6 +148,70 @@ struct exec_run {
   }
 };
 
+// Sandbox.files(): every call is forwarded, unchanged, to the Files capability of the
+// sandbox's agent (which resolves paths inside the sandbox), after the sandbox was woken and
+// while it is held awake. Capabilities in results (openWrite's FileSink) and in params
+// (streamFile's ByteSink) pass through; Cap'n Proto proxies them.
+class files_proxy final : public capnp::Capability::Server {
+ public:
+  files_proxy(rpc_context& ctx, std::string name, std::uint64_t id) : ctx_(ctx), name_(std::move(name)), id_(id) {}
+
+  DispatchCallResult dispatchCall(std::uint64_t interface_id, std::uint16_t method_id,
+                                  capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) override {
+    if (interface_id != capnp::typeId<wire::Files>())
+      return {KJ_EXCEPTION(UNIMPLEMENTED, "not a Files method"), false};
+    context.allowCancellation();
+    struct release_guard {
+      rpc_context& ctx;
+      std::string name;
+      std::uint64_t id;
+      bool held = false;
+      ~release_guard() {
+        if (held) ctx.core.release(name, id);
+      }
+    };
+    auto guard = kj::heap<release_guard>(release_guard{ctx_, name_, id_});
+    auto* g = guard.get();
+    auto promise =
+        ctx_.calls.call<std::uint64_t>([this](auto cb) { ctx_.core.hold(name_, id_, std::move(cb)); })
+            .then([this, g, interface_id, method_id, context](std::uint64_t sandbox_id) mutable -> kj::Promise<void> {
+              g->held = true;
+              KJ_IF_MAYBE(agent, ctx_.host.agent(sandbox_id)) {
+                auto files = agent->filesRequest().send().getFiles();
+                auto params = context.getParams();
+                auto req = files.typelessRequest(interface_id, method_id, params.targetSize());
+                req.set(params);
+                context.releaseParams();
+                return req.send().then(
+                    [context](capnp::Response<capnp::AnyPointer> res) mutable -> kj::Promise<void> {
+                      context.getResults().set(res);
+                      return kj::READY_NOW;
+                    },
+                    [](kj::Exception&& e) -> kj::Promise<void> {
+                      // The agent's "code: sentence", without the layers' decoration.
+                      std::string d = e.getDescription().cStr();
+                      const std::string prefix = "remote exception: ";
+                      while (d.rfind(prefix, 0) == 0) d = d.substr(prefix.size());
+                      auto err = error::from_string(d);
+                      if (err.code == errc::internal && d.rfind("internal: ", 0) != 0) {
+                        spdlog::warn("event=files_call_failed reason=\"{}\"", d);
+                        err = make_error(errc::unavailable, "the sandbox stopped during the call; retry");
+                      }
+                      return kj::Promise<void>(to_kj(err));
+                    });
+              }
+              return to_kj(make_error(errc::unavailable, "the sandbox is not running; retry"));
+            })
+            .attach(kj::mv(guard));
+    return {kj::mv(promise), false};
+  }
+
+ private:
+  rpc_context& ctx_;
+  std::string name_;
+  std::uint64_t id_;
+};
+
 class sandbox_impl final : public wire::Sandbox::Server {
  public:
   sandbox_impl(rpc_context& ctx, std::string name, std::uint64_t id) : ctx_(ctx), name_(std::move(name)), id_(id) {}
@@ -194,6 +260,12 @@ class sandbox_impl final : public wire::Sandbox::Server {
     return ctx_.calls
         .call<actors::sandbox_info>([this](auto cb) { ctx_.core.hibernate(name_, id_, std::move(cb)); })
         .then([context](actors::sandbox_info i) mutable { fill(context.getResults().initInfo(), i); });
+  }
+
+  kj::Promise<void> files(FilesContext context) override {
+    context.getResults().setFiles(
+        capnp::Capability::Client(kj::heap<files_proxy>(ctx_, name_, id_)).castAs<wire::Files>());
+    return kj::READY_NOW;
   }
 
   kj::Promise<void> exec(ExecContext context) override {

@@ -6,6 +6,7 @@
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("warren::wire");
+using Files = import "files.capnp".Files;
 
 interface Agent {
   exec @0 (argv :List(Text), env :List(Text), cwd :Text, timeoutMs :UInt64, sink :OutputSink)
@@ -17,6 +18,9 @@ interface Agent {
 
   ping @1 () -> (pid :Int32);
   # Liveness check; returns the agent's pid as seen inside the sandbox (1).
+
+  files @2 () -> (files :Files);
+  # The sandbox's files, served by the agent from inside its root.
 }
 
 interface OutputSink {

@@ -6,7 +6,7 @@
 namespace warren {
 namespace {
 
-constexpr std::array<std::pair<errc, const char*>, 14> names = {{
+constexpr std::array<std::pair<errc, const char*>, 21> names = {{
     {errc::none, "none"},
     {errc::invalid_argument, "invalid_argument"},
     {errc::invalid_name, "invalid_name"},
@@ -21,6 +21,13 @@ constexpr std::array<std::pair<errc, const char*>, 14> names = {{
     {errc::unauthenticated, "unauthenticated"},
     {errc::needs_repair, "needs_repair"},
     {errc::busy, "busy"},
+    {errc::already_exists, "already_exists"},
+    {errc::not_a_directory, "not_a_directory"},
+    {errc::is_a_directory, "is_a_directory"},
+    {errc::permission_denied, "permission_denied"},
+    {errc::too_large, "too_large"},
+    {errc::not_empty, "not_empty"},
+    {errc::no_space, "no_space"},
 }};
 
 }  // namespace
@@ -44,6 +51,13 @@ bool is_client_error(errc code) {
     case errc::not_found:
     case errc::sandbox_gone:
     case errc::unauthenticated:
+    case errc::already_exists:
+    case errc::not_a_directory:
+    case errc::is_a_directory:
+    case errc::permission_denied:
+    case errc::too_large:
+    case errc::not_empty:
+    case errc::no_space:
       return true;
     default:
       return false;

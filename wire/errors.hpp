@@ -26,6 +26,13 @@ enum class errc : std::uint8_t {
   unauthenticated = 11,  ///< Missing or wrong bearer token.
   needs_repair = 12,     ///< The sandbox's journal does not replay; it is left untouched.
   busy = 13,             ///< The request conflicts with work in progress (e.g. a running exec).
+  already_exists = 14,   ///< A file or directory is in the way (and overwriting was not asked).
+  not_a_directory = 15,  ///< A path component, or the target of a directory operation, is not a directory.
+  is_a_directory = 16,   ///< A file operation met a directory.
+  permission_denied = 17,  ///< The sandbox's own permissions refuse it.
+  too_large = 18,        ///< More than a one-shot call carries (the message names the streaming call).
+  not_empty = 19,        ///< A directory to remove holds files (and recursive was not asked).
+  no_space = 20,         ///< The sandbox's disk limit or the disk pool is full.
 };
 
 /// Stable lower-case name of a code, e.g. "invalid_name".

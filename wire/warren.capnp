@@ -9,6 +9,7 @@
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("warren::wire");
+using Files = import "files.capnp".Files;
 
 interface Login {
   # Bootstrap of the TCP listener: nothing is reachable before the bearer token is checked.
@@ -133,6 +134,11 @@ interface Sandbox {
   # Changes its resource limits; a 0 leaves that limit as it is. Journaled. A running sandbox
   # gets them at once (a memory limit below what it uses now is refused); a hibernated one
   # when it wakes. Does not wake it.
+
+  files @6 () -> (files :Files);
+  # Its files (wire/files.capnp): read, write (whole or streamed), mkdir, remove, rename,
+  # list, stat, exists, always inside its root. Each call wakes a hibernated sandbox and
+  # keeps it awake while it runs. Bound to this incarnation like the Sandbox itself.
 }
 
 struct Usage {

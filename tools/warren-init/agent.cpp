@@ -16,6 +16,7 @@
 #include <chrono>
 #include <vector>
 
+#include "files.hpp"
 #include "sys.hpp"
 #include "wire/agent.capnp.h"
 
@@ -122,6 +123,11 @@ class agent_impl final : public wire::Agent::Server {
 
   kj::Promise<void> ping(PingContext context) override {
     context.getResults().setPid(::getpid());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> files(FilesContext context) override {
+    context.getResults().setFiles(files_);
     return kj::READY_NOW;
   }
 
@@ -251,6 +257,7 @@ class agent_impl final : public wire::Agent::Server {
   }
 
   kj::AsyncIoContext& io_;
+  wire::Files::Client files_ = make_files();
 };
 
 }  // namespace

@@ -22,15 +22,15 @@
 #include <string>
 #include <vector>
 
+#include "tools/warren/cli.hpp"
 #include "wire/errors.hpp"
 #include "wire/json.hpp"
 #include "wire/warren.capnp.h"
 
+using namespace warren::cli;
+
 namespace {
 
-constexpr int exit_warren_error = 125;
-constexpr int exit_usage = 2;
-constexpr int exit_timed_out = 124;
 
 constexpr const char* usage = R"(usage: warren [global options] COMMAND [args]
 
@@ -58,6 +58,14 @@ commands:
         the sandbox's state as it was right after event SEQ (time travel)
   journal --check
         replay every journal and report those that do not apply
+  cp SRC DST
+        copy a file or directory into (creating the sandbox if needed) or out of a sandbox;
+        one of SRC and DST is NAME:PATH
+        (a relative PATH is under /workspace), the other a local path; `-` is stdin/stdout
+  cat NAME:PATH
+        print a file of a sandbox (streamed)
+  ls-files NAME:PATH [--recursive] [--all]
+        list a directory of a sandbox (TYPE MODE SIZE MODIFIED PATH; --all shows dot files)
   version
         print the client's and the daemon's version
 
@@ -70,18 +78,7 @@ global options:
 DURATION: a number of seconds, or with a unit: 90s, 10m, 2h, 1d.
 )";
 
-[[noreturn]] void die(const std::string& msg, int code = exit_warren_error) {
-  std::fprintf(stderr, "warren: %s\n", msg.c_str());
-  std::exit(code);
-}
 
-struct options {
-  std::string socket;
-  std::string connect;
-  std::string token_file;
-  bool json = false;
-  std::vector<std::string> rest;
-};
 
 bool write_all(int fd, const kj::byte* data, std::size_t size) {
   while (size > 0) {
@@ -123,15 +120,6 @@ class terminal_output final : public warren::wire::ExecOutput::Server {
   output_counts& counts_;  // Borrowed from cmd_exec, which outlives the connection's calls.
 };
 
-// The message of a remote exception without the RPC layer's decoration.
-std::string describe(const kj::Exception& e) {
-  std::string d = e.getDescription().cStr();
-  const std::string prefix = "remote exception: ";
-  if (d.rfind(prefix, 0) == 0) d = d.substr(prefix.size());
-  auto err = warren::error::from_string(d);
-  if (err.code == warren::errc::internal && d.rfind("internal: ", 0) != 0) return d;  // Not ours.
-  return err.message;
-}
 
 std::string format_time(std::uint64_t ms) {
   if (ms == 0) return "-";
@@ -158,13 +146,6 @@ const char* state_name(warren::wire::SandboxState s) {
   }
 }
 
-struct connection {
-  explicit connection(kj::AsyncIoContext& i) : io(i) {}
-  kj::AsyncIoContext& io;
-  kj::Own<kj::AsyncIoStream> stream;
-  kj::Own<capnp::TwoPartyClient> client;
-  warren::wire::Warren::Client root = nullptr;
-};
 
 kj::Own<connection> connect(kj::AsyncIoContext& io, const options& o) {
   auto c = kj::heap<connection>(io);
@@ -394,14 +375,6 @@ int cmd_create(connection& c, const options& o) {
 
 // The sandbox capability for an existing name: never creates it, and neither starts nor
 // wakes it (the call made on it decides that).
-warren::wire::Sandbox::Client existing(connection& c, const std::string& name) {
-  auto req = c.root.sandboxRequest();
-  req.setName(name);
-  auto options = req.initOptions();
-  options.setCreateIfMissing(false);
-  options.setStart(false);
-  return req.send().getSandbox();
-}
 
 int cmd_set(connection& c, const options& o) {
   if (o.rest.size() < 3) die("set needs a sandbox name and --sleep-after or --keep-alive", exit_usage);
@@ -645,7 +618,7 @@ int main(int argc, char** argv) {
     }
   }
   auto& cmd = o.rest[0];
-  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage"};
+  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage", "cp", "cat", "ls-files"};
   if (std::find(std::begin(commands), std::end(commands), cmd) == std::end(commands))
     die("unknown command '" + cmd + "' (see --help)", exit_usage);
 
@@ -660,6 +633,9 @@ int main(int argc, char** argv) {
     if (cmd == "sleep") return cmd_sleep(*c, o);
     if (cmd == "journal") return cmd_journal(*c, o);
     if (cmd == "usage") return cmd_usage(*c, o);
+    if (cmd == "cp") return cmd_cp(*c, o);
+    if (cmd == "cat") return cmd_cat(*c, o);
+    if (cmd == "ls-files") return cmd_ls_files(*c, o);
     return cmd_version(*c, o);
   } catch (const kj::Exception& e) {
     if (e.getType() == kj::Exception::Type::DISCONNECTED)

@@ -1,0 +1,67 @@
+// What the CLI's command files share: parsed options, the connection, errors and exit codes.
+#pragma once
+
+#include <capnp/rpc-twoparty.h>
+#include <kj/async-io.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "wire/errors.hpp"
+#include "wire/warren.capnp.h"
+
+namespace warren::cli {
+
+constexpr int exit_warren_error = 125;
+constexpr int exit_usage = 2;
+constexpr int exit_timed_out = 124;
+
+struct options {
+  std::string socket;
+  std::string connect;
+  std::string token_file;
+  bool json = false;
+  std::vector<std::string> rest;
+};
+
+struct connection {
+  explicit connection(kj::AsyncIoContext& i) : io(i) {}
+  kj::AsyncIoContext& io;
+  kj::Own<kj::AsyncIoStream> stream;
+  kj::Own<capnp::TwoPartyClient> client;
+  wire::Warren::Client root = nullptr;
+};
+
+[[noreturn]] inline void die(const std::string& msg, int code = exit_warren_error) {
+  std::fprintf(stderr, "warren: %s\n", msg.c_str());
+  std::exit(code);
+}
+
+/// The message of a remote exception without the RPC layer's decoration.
+inline std::string describe(const kj::Exception& e) {
+  std::string d = e.getDescription().cStr();
+  const std::string prefix = "remote exception: ";
+  while (d.rfind(prefix, 0) == 0) d = d.substr(prefix.size());
+  auto err = error::from_string(d);
+  if (err.code == errc::internal && d.rfind("internal: ", 0) != 0) return d;  // Not ours.
+  return err.message;
+}
+
+/// An existing sandbox, not woken by the lookup itself.
+inline wire::Sandbox::Client existing(connection& c, const std::string& name) {
+  auto req = c.root.sandboxRequest();
+  req.setName(name);
+  auto options = req.initOptions();
+  options.setCreateIfMissing(false);
+  options.setStart(false);
+  return req.send().getSandbox();
+}
+
+/// files.cpp: cp, cat, ls-files.
+int cmd_cp(connection& c, const options& o);
+int cmd_cat(connection& c, const options& o);
+int cmd_ls_files(connection& c, const options& o);
+
+}  // namespace warren::cli
