@@ -34,6 +34,7 @@
 #include "spawn.hpp"
 #include "storage/journal.hpp"
 #include "wire/events.hpp"
+#include "wire/files.capnp.h"
 #include "wire/warren.capnp.h"
 
 extern char** environ;
@@ -330,6 +331,70 @@ void bench_jail(const std::string& warrend, int n, std::vector<row>& rows) {
   rows.push_back(summarize("jail: what user namespace + seccomp add to a create (p50 difference)", "ms", {full.p50 - base.p50}));
 }
 
+class null_bytes final : public warren::wire::ByteSink::Server {
+ protected:
+  kj::Promise<void> write(WriteContext) override { return kj::READY_NOW; }
+  kj::Promise<void> end(EndContext) override { return kj::READY_NOW; }
+};
+
+// File throughput through the files API (atomic writes: temp file, fsync, rename) next to
+// `cp` of the same sizes on the host's disk, interleaved.
+void bench_files(client& c, const std::string& scratch, int n, std::vector<row>& rows) {
+  auto req = c.root.sandboxRequest();
+  req.setName("files");
+  auto files = req.send().getSandbox().filesRequest().send().getFiles();
+  for (std::size_t size : {std::size_t(1) << 20, std::size_t(100) << 20}) {
+    auto label = size == (std::size_t(1) << 20) ? std::string("1 MB") : std::string("100 MB");
+    auto src = scratch + "/src-" + std::to_string(size);
+    {
+      std::ofstream out(src, std::ios::binary);
+      std::string block(1 << 20, 'w');
+      for (std::size_t i = 0; i < size >> 20; ++i) out.write(block.data(), static_cast<std::streamsize>(block.size()));
+    }
+    std::string chunk(256 * 1024, 'w');
+    std::vector<double> cp_ms, write_ms, read_ms;
+    int runs = size > (std::size_t(1) << 20) ? std::max(3, n / 10) : n;
+    for (int i = 0; i < runs; ++i) {
+      // Baseline: cp and a sync of the copy (the API syncs what it writes).
+      cp_ms.push_back(time_process({"/bin/sh", "-c", "cp " + src + " " + scratch + "/dst && sync " + scratch + "/dst"}));
+      auto path = "/workspace/f-" + std::to_string(size);
+      auto t = clock_type::now();
+      if (size <= (std::size_t(1) << 20)) {
+        auto w = files.writeFileRequest();
+        w.setPath(path);
+        std::string all(size, 'w');
+        w.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(all.data()), all.size()));
+        w.send().wait(c.io.waitScope);
+      } else {
+        auto open = files.openWriteRequest();
+        open.setPath(path);
+        auto sink = open.send().getSink();
+        for (std::size_t done = 0; done < size; done += chunk.size()) {
+          auto w = sink.writeRequest();
+          w.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(chunk.data()), chunk.size()));
+          w.send().wait(c.io.waitScope);
+        }
+        sink.commitRequest().send().wait(c.io.waitScope);
+      }
+      write_ms.push_back(ms_since(t));
+      t = clock_type::now();
+      auto r = files.streamFileRequest();
+      r.setPath(path);
+      r.setSink(kj::heap<null_bytes>());
+      if (r.send().wait(c.io.waitScope).getBytes() != size) broken("streamFile returned a short file");
+      read_ms.push_back(ms_since(t));
+    }
+    auto mbps = [&](std::vector<double> ms) {
+      for (auto& v : ms) v = static_cast<double>(size) / 1048576.0 / (v / 1000.0);
+      return ms;
+    };
+    auto base = summarize("baseline: cp + sync of " + label + " on the host's disk", "MB/s", mbps(cp_ms), true);
+    rows.push_back(base);
+    rows.push_back(against(summarize("files: write " + label + " (atomic, synced)", "MB/s", mbps(write_ms), true), base, ">= 0.7x cp"));
+    rows.push_back(against(summarize("files: read " + label + " (streamFile)", "MB/s", mbps(read_ms), true), base, ">= 0.7x cp"));
+  }
+}
+
 void bench_burst(client& c, std::vector<row>& rows) {
   constexpr int burst = 100;
   std::vector<double> wall_bare, wall_w, lat;
@@ -556,6 +621,8 @@ int main(int argc, char** argv) {
     client c(io, d.socket);
     std::fprintf(stderr, "warren_bench: latency (n=%d) ...\n", n);
     bench_latency(c, n, rows);
+    std::fprintf(stderr, "warren_bench: files ...\n");
+    bench_files(c, d.dir, n, rows);
     std::fprintf(stderr, "warren_bench: burst ...\n");
     bench_burst(c, rows);
     std::fprintf(stderr, "warren_bench: density (N=%d) ...\n", density);
