@@ -46,6 +46,14 @@ void apply(sandbox_record& rec, const wire::envelope& e) {
 
 error validate_exec(const exec_request& req, const exec_limits& limits) {
   auto bad = [](std::string what) { return make_error(errc::invalid_argument, std::move(what)); };
+  if (!req.session.empty()) {
+    bool ok = req.session.size() <= 63;
+    for (char c : req.session) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_');
+    if (!ok) return bad("session names are 1-63 characters of a-z, 0-9, '-' and '_'");
+  }
+  if (req.stdin_data.size() > limits.max_stdin)
+    return bad("stdin is " + std::to_string(req.stdin_data.size()) + " bytes; the limit for one exec is " +
+               std::to_string(limits.max_stdin));
   if (req.argv.empty() || req.argv[0].empty())
     return bad("the command is empty: give a program and its arguments, or a shell command");
   if (req.argv.size() > limits.max_args)
@@ -98,6 +106,11 @@ exec_decision decide_exec(const sandbox_record& rec, const exec_request& req) {
   d.ticket.argv = req.argv;
   d.ticket.cwd = req.cwd.empty() ? default_cwd : req.cwd;
   d.ticket.timeout_ms = req.timeout_ms;
+  d.ticket.session = req.session.empty() ? "default" : req.session;
+  d.ticket.shell = req.shell;
+  d.ticket.stdin_data = req.stdin_data;
+  d.ticket.cwd_given = !req.cwd.empty();
+  for (auto& kv : req.env) d.ticket.call_env.push_back(kv.first);
   // Later entries override earlier ones with the same name; order of first appearance kept.
   std::map<std::string, std::size_t> index;
   std::vector<std::pair<std::string, std::string>> env;

@@ -19,6 +19,7 @@ struct exec_limits {
   std::size_t max_total_bytes = 1 << 20;     ///< argv + env + cwd. Default: 1 MiB.
   std::size_t max_env = 1024;                ///< Default: 1024 variables.
   std::uint64_t max_timeout_ms = 7ull * 24 * 3600 * 1000;  ///< Default: 7 days.
+  std::size_t max_stdin = 16u << 20;         ///< stdin bytes in one request. Default: 16 MiB.
 };
 
 /// Default idle time before a sandbox hibernates: 10 minutes.

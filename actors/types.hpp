@@ -68,6 +68,9 @@ struct exec_request {
   std::vector<std::pair<std::string, std::string>> env;  ///< Extra variables; values secret.
   std::string cwd;              ///< Empty: the default (/workspace).
   std::uint64_t timeout_ms = 0;  ///< 0: none.
+  std::string session;           ///< Shell session it runs in; empty: "default".
+  bool shell = false;            ///< argv is {"/bin/bash", "-c", line}: the line runs with the session's shell state.
+  std::string stdin_data;        ///< Fed to its stdin, then EOF. Never journaled.
 };
 
 /// What the sandbox actor hands back once an exec is journaled: everything the gateway
@@ -79,6 +82,11 @@ struct exec_ticket {
   std::vector<std::string> env;  ///< The complete environment, NAME=VALUE.
   std::string cwd;
   std::uint64_t timeout_ms = 0;
+  std::string session;
+  bool shell = false;
+  std::string stdin_data;
+  std::vector<std::string> call_env;  ///< Names the request set (they apply to this call only).
+  bool cwd_given = false;             ///< The request named a cwd (this call only).
 };
 
 /// How an exec ended, reported back by the gateway for the journal.

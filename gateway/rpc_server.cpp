@@ -275,13 +275,17 @@ class sandbox_impl final : public wire::Sandbox::Server {
     actors::exec_request req;
     auto command = r.getCommand();
     if (command.isShell()) {
-      req.argv = {"/bin/sh", "-c", str(command.getShell())};
+      req.argv = {"/bin/bash", "-c", str(command.getShell())};
+      req.shell = true;
     } else {
       for (auto a : command.getArgv()) req.argv.push_back(str(a));
     }
     for (auto e : r.getEnv()) req.env.emplace_back(str(e.getName()), str(e.getValue()));
     req.cwd = str(r.getCwd());
     req.timeout_ms = r.getTimeoutMs();
+    req.session = str(r.getSession());
+    auto in = r.getStdin();
+    req.stdin_data.assign(reinterpret_cast<const char*>(in.begin()), in.size());
     auto output = params.getOutput();
     auto run = kj::heap<exec_run>(ctx_, name_, id_);
     auto* state = run.get();
@@ -302,6 +306,12 @@ class sandbox_impl final : public wire::Sandbox::Server {
             for (unsigned i = 0; i < t.env.size(); ++i) env.set(i, t.env[i]);
             call.setCwd(t.cwd);
             call.setTimeoutMs(t.timeout_ms);
+            call.setSession(t.session);
+            call.setShell(t.shell);
+            call.setStdin(kj::arrayPtr(reinterpret_cast<const kj::byte*>(t.stdin_data.data()), t.stdin_data.size()));
+            auto names = call.initCallEnv(t.call_env.size());
+            for (unsigned i = 0; i < t.call_env.size(); ++i) names.set(i, t.call_env[i]);
+            call.setCwdGiven(t.cwd_given);
             call.setSink(kj::heap<forward_sink>(output, kj::addRef(*state->tally)));
             return call.send().then(
                 [this, state](capnp::Response<wire::Agent::ExecResults> res) -> kj::Promise<actors::exec_outcome> {

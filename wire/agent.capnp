@@ -9,8 +9,14 @@ $Cxx.namespace("warren::wire");
 using Files = import "files.capnp".Files;
 
 interface Agent {
-  exec @0 (argv :List(Text), env :List(Text), cwd :Text, timeoutMs :UInt64, sink :OutputSink)
+  exec @0 (argv :List(Text), env :List(Text), cwd :Text, timeoutMs :UInt64, sink :OutputSink,
+           session :Text, shell :Bool, stdin :Data, callEnv :List(Text), cwdGiven :Bool)
        -> (status :ExitStatus);
+  # session: run in that shell session (state under /var/lib/warren/sessions/NAME; one exec
+  # at a time per session); empty: none. shell: argv is ["/bin/bash", "-c", LINE] and LINE
+  # runs with the session's state, which it may change. stdin: fed to the command, then EOF
+  # (empty: /dev/null). callEnv / cwdGiven: what of env and cwd the caller set for this call
+  # only (never saved in the session).
   # Runs argv[0] (looked up in PATH of `env`) in a new session and process group with
   # stdin from /dev/null. `env`: complete environment as NAME=VALUE. `timeoutMs`: 0 = none;
   # at the deadline the process group gets SIGTERM, then SIGKILL after a grace period.

@@ -155,11 +155,21 @@ struct Usage {
 struct ExecRequest {
   command :union {
     argv @0 :List(Text);      # Program and arguments; the program is looked up in PATH.
-    shell @1 :Text;           # A shell command line, run as `/bin/sh -c <shell>`.
+    shell @1 :Text;           # A command line, run by bash in the session (see `session`).
   }
   env @2 :List(EnvVar);       # Added to (or overriding) the sandbox's default environment.
   cwd @3 :Text;               # Working directory inside the sandbox. Default: /workspace.
   timeoutMs @4 :UInt64;       # Kill the command after this long (TERM, then KILL). 0: none.
+  session @5 :Text;
+  # Shell session to run in (1-63 of a-z, 0-9, '-', '_'); empty: "default". A session keeps
+  # shell state between execs: a `shell` command runs in bash with the variables, exported
+  # environment, functions and working directory the previous ones left (`cd`, `export`,
+  # `x=1`, `f() {...}` persist); an `argv` command gets its environment and directory.
+  # `env` and `cwd` of one request apply to that call only. Execs of one session run one
+  # after the other, sessions in parallel. State lives in the sandbox
+  # (/var/lib/warren/sessions/NAME), so it survives hibernation and restarts.
+  stdin @6 :Data;             # Fed to the command's standard input, then EOF (at most 16 MiB).
+                              # Empty: stdin is /dev/null.
 }
 
 struct EnvVar {

@@ -266,3 +266,49 @@ TEST_CASE("a sandbox whose init died is started again by the next call, with its
   CHECK(r.code == 0);
   CHECK(r.out == "kept\n");
 }
+
+TEST_CASE("sessions keep shell state between execs, per-call env and cwd stay per call, stdin is fed", "[e2e][sessions]") {
+  warrend_process d;
+  auto sh = [&](std::vector<std::string> extra, const std::string& line) {
+    std::vector<std::string> args = {"exec", "s"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"--shell", "--", line});
+    return d.warren(args);
+  };
+  REQUIRE(sh({}, "cd /tmp && export FOO=bar && x=1 && greet() { echo hi $1; }").code == 0);
+  CHECK(sh({}, "pwd; echo $FOO $x; greet you").out == "/tmp\nbar 1\nhi you\n");
+  // argv commands get the session's environment and directory.
+  CHECK(d.warren({"exec", "s", "--", "pwd"}).out == "/tmp\n");
+  CHECK(d.warren({"exec", "s", "--", "printenv", "FOO"}).out == "bar\n");
+  // --env and --cwd apply to one call only, even if the call changes them.
+  CHECK(sh({"--env", "FOO=call", "--cwd", "/"}, "echo $FOO; pwd; cd /usr").out == "call\n/\n");
+  CHECK(sh({}, "echo $FOO; pwd").out == "bar\n/tmp\n");
+  // Another session has its own state; exit codes pass through and keep the state.
+  CHECK(sh({"--session", "other"}, "pwd; echo ${FOO:-unset}").out == "/workspace\nunset\n");
+  CHECK(sh({}, "y=2; exit 7").code == 7);
+  CHECK(sh({}, "echo $y").out == "2\n");
+  CHECK(d.warren({"exec", "s", "--session", "Bad Name", "--", "true"}).err.find("session names") != std::string::npos);
+  // A hung command is killed at its timeout and the session carries on.
+  CHECK(sh({"--timeout", "1"}, "z=3; sleep 100").code == 124);
+  CHECK(sh({}, "echo $FOO").out == "bar\n");
+  // stdin.
+  test_dir t;
+  std::ofstream(t.path + "/in") << "line one\nline two\n";
+  auto fed = run({"/bin/sh", "-c", bin("warren") + " --socket " + d.socket + " exec s --stdin -- wc -l < " + t.path + "/in"});
+  CHECK(fed.out == "2\n");
+  CHECK(d.warren({"exec", "s", "--", "cat"}).out.empty());  // Without --stdin: /dev/null.
+  // The state lives in the sandbox: it survives hibernation.
+  REQUIRE(d.warren({"sleep", "s"}).code == 0);
+  CHECK(sh({}, "pwd; echo $FOO; greet again").out == "/tmp\nbar\nhi again\n");
+}
+
+TEST_CASE("execs of one session run one after the other, sessions run in parallel", "[e2e][sessions]") {
+  warrend_process d;
+  REQUIRE(d.warren({"exec", "p", "--", "true"}).code == 0);
+  auto slow = spawn({bin("warren"), "--socket", d.socket, "exec", "p", "--", "sleep", "2.5"});
+  REQUIRE(eventually([] { return !commands("sleep 2.5").empty(); }));
+  CHECK(d.warren({"exec", "p", "--session", "side", "--", "echo", "parallel"}).out == "parallel\n");
+  CHECK_FALSE(commands("sleep 2.5").empty());  // Did not wait for the default session's sleep.
+  CHECK(d.warren({"exec", "p", "--", "sh", "-c", "pgrep -c sleep || true"}).out == "0\n");  // Ran after it.
+  ::waitpid(slow, nullptr, 0);
+}

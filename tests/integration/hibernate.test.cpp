@@ -53,7 +53,7 @@ TEST_CASE("warren sleep hibernates now, keep-alive prevents idle sleep, and a ru
   REQUIRE(eventually([] { return !commands("sleep 4545").empty(); }));
   auto refused = d.warren({"sleep", "sleepy"});
   CHECK(refused.code == 125);
-  CHECK(refused.err.find("a command is running") != std::string::npos);
+  CHECK(refused.err.find("a command or file operation is running") != std::string::npos);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   CHECK_FALSE(processes_with("warren-init --name kept ").empty());
   ::kill(bg, SIGKILL);

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <map>
 #include <vector>
 
 #include "files.hpp"
@@ -88,10 +89,11 @@ std::string resolve_program(const std::string& prog, const std::vector<std::stri
 // page tables). Capabilities and no_new_privs were set once for PID 1 and are inherited.
 // Returns the pid, or the errno of the failed spawn.
 int spawn_command(const std::string& program, const std::vector<std::string>& argv,
-                  const std::vector<std::string>& env, const std::string& cwd, int out, int err, pid_t& pid) {
+                  const std::vector<std::string>& env, const std::string& cwd, int in, int out, int err, pid_t& pid) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  if (in >= 0) posix_spawn_file_actions_adddup2(&fa, in, 0);
+  else posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, out, 1);
   posix_spawn_file_actions_adddup2(&fa, err, 2);
   posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
@@ -133,14 +135,41 @@ class agent_impl final : public wire::Agent::Server {
 
   kj::Promise<void> exec(ExecContext context) override {
     context.allowCancellation();  // The daemon dropping the call kills the command.
+    auto session = str(context.getParams().getSession());
+    if (session.empty()) return run(context);
+    // One exec at a time per session: each waits for the one before it (finished or
+    // cancelled) to end.
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    kj::Promise<void> before = kj::READY_NOW;
+    auto it = session_tails_.find(session);
+    if (it != session_tails_.end()) {
+      before = it->second.addBranch();
+      session_tails_.erase(it);
+    }
+    session_tails_.emplace(session, paf.promise.fork());
+    auto done = kj::defer([f = kj::mv(paf.fulfiller)]() mutable { f->fulfill(); });
+    return before.then([this, context]() mutable { return run(context); }).attach(kj::mv(done));
+  }
+
+ private:
+  kj::Promise<void> run(ExecContext context) {
     auto params = context.getParams();
-    std::vector<std::string> argv, env;
+    std::vector<std::string> argv, env, call_env;
     for (auto a : params.getArgv()) argv.push_back(str(a));
     for (auto e : params.getEnv()) env.push_back(str(e));
+    for (auto n : params.getCallEnv()) call_env.push_back(str(n));
     auto cwd = str(params.getCwd());
     auto timeout_ms = params.getTimeoutMs();
     auto sink = params.getSink();
     KJ_REQUIRE(!argv.empty() && !argv[0].empty(), "empty argv");
+    auto session = str(params.getSession());
+    if (!session.empty()) {
+      try {
+        apply_session(session, params.getShell(), call_env, params.getCwdGiven(), argv, env, cwd);
+      } catch (const init_error& e) {
+        return fail_early(context, sink, std::string("session ") + session + ": " + e.what(), 126);
+      }
+    }
 
     // Failures before the command runs are results, like a shell's: a message on stderr
     // and exit status 127 (not found) or 126 (cannot run).
@@ -155,15 +184,24 @@ class agent_impl final : public wire::Agent::Server {
     check(::pipe2(out, O_CLOEXEC), "pipe2");
     check(::pipe2(err, O_CLOEXEC), "pipe2");
     unique_fd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]);
+    auto input = params.getStdin();
+    unique_fd in_r, in_w;
+    if (input.size() > 0) {
+      int in[2];
+      check(::pipe2(in, O_CLOEXEC), "pipe2");
+      in_r.reset(in[0]);
+      in_w.reset(in[1]);
+    }
 
     auto job = kj::heap<exec_job>();
     pid_t pid = 0;
-    if (int rc = spawn_command(program, argv, env, cwd, out_w.get(), err_w.get(), pid); rc != 0)
+    if (int rc = spawn_command(program, argv, env, cwd, in_r.get(), out_w.get(), err_w.get(), pid); rc != 0)
       return fail_early(context, sink, argv[0] + ": " + std::strerror(rc), 126);
     job->pid = pid;
     job->pgid = pid;
     out_w.reset();
     err_w.reset();
+    in_r.reset();
     auto exited = io_.unixEventPort.onChildExit(job->pid);  // Right after the spawn (KJ's rule).
 
     auto& low = *io_.lowLevelProvider;
@@ -172,6 +210,18 @@ class agent_impl final : public wire::Agent::Server {
     job->pipe_fds[1] = err_r.get();
     auto out_stream = low.wrapInputFd(out_r.release(), flags);
     auto err_stream = low.wrapInputFd(err_r.release(), flags);
+    kj::Promise<void> feed = kj::READY_NOW;
+    if (in_w.get() >= 0) {
+      // stdin is written while the command runs; closing the pipe afterwards is its EOF. A
+      // command that stops reading early just ends the feed (EPIPE).
+      auto in_stream = low.wrapOutputFd(in_w.release(), flags);
+      auto data = kj::heapArray<kj::byte>(input);
+      auto& ref = *in_stream;
+      feed = ref.write(data.begin(), data.size())
+                 .attach(kj::mv(in_stream), kj::mv(data))
+                 .catch_([](kj::Exception&&) {})
+                 .eagerlyEvaluate(nullptr);
+    }
     exec_job* raw = job.get();
     auto pumps = kj::joinPromises(kj::arr(pump(*out_stream, 1, sink, raw), pump(*err_stream, 2, sink, raw)))
                      .attach(kj::mv(out_stream), kj::mv(err_stream))
@@ -215,10 +265,9 @@ class agent_impl final : public wire::Agent::Server {
           st.setStdoutBytes(raw->sent_bytes[1]);
           st.setStderrBytes(raw->sent_bytes[2]);
         })
-        .attach(kj::mv(job), kj::mv(pumps));
+        .attach(kj::mv(job), kj::mv(pumps), kj::mv(feed));
   }
 
- private:
   // Resolves once the pipes gave nothing during one drain_idle period. Time spent waiting for
   // a slow caller to take output (flow control) is not quiet: that output is never dropped.
   static kj::Promise<void> quiet_for(kj::Timer& timer, exec_job* job, std::uint64_t seen) {
@@ -258,6 +307,7 @@ class agent_impl final : public wire::Agent::Server {
 
   kj::AsyncIoContext& io_;
   wire::Files::Client files_ = make_files();
+  std::map<std::string, kj::ForkedPromise<void>> session_tails_;  // The last exec of each session.
 };
 
 }  // namespace

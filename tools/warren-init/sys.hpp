@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -118,6 +119,13 @@ void restrict_capabilities();
 /// seccomp.cpp: installs the sandbox's system-call filter (inherited by every command).
 /// PID 1 calls it last: after it, no mount and no new user namespace is possible.
 void install_seccomp();
+
+/// sessions.cpp: adjusts a command to run in shell session `session` (its state directory
+/// is created if missing): the session's saved environment and directory, the call's own
+/// env (names in call_env) and cwd on top; a shell command (argv {"/bin/bash", "-c", line})
+/// becomes the wrapper that restores and saves the session's shell state around the line.
+void apply_session(const std::string& session, bool shell, const std::vector<std::string>& call_env, bool cwd_given,
+                   std::vector<std::string>& argv, std::vector<std::string>& env, std::string& cwd);
 
 /// agent.cpp: serves the Agent interface on `sock_fd` until the daemon hangs up.
 int serve_agent(int sock_fd);

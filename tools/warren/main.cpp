@@ -35,9 +35,12 @@ namespace {
 constexpr const char* usage = R"(usage: warren [global options] COMMAND [args]
 
 commands:
-  exec NAME [--env K=V]... [--cwd DIR] [--timeout SECONDS] [--shell] -- CMD [ARGS...]
+  exec NAME [--env K=V]... [--cwd DIR] [--timeout SECONDS] [--shell] [--session S] [--stdin] -- CMD [ARGS...]
         run CMD in sandbox NAME (created if needed); output streams live, and warren exits
-        with the command's exit code. --shell runs CMD as one `sh -c` command line.
+        with the command's exit code. --shell runs CMD as one bash command line. Execs run
+        in a shell session (default: "default"), one after the other: `cd`, `export`,
+        variables and functions of --shell commands persist to the next exec of the session;
+        --env and --cwd apply to that call only. --stdin feeds our stdin (up to 16 MiB).
   create NAME [--sleep-after DURATION] [--keep-alive] [--memory SIZE] [--pids N] [--cpus N] [--disk SIZE]
         create a sandbox (exec creates one too, with the defaults: sleep after 10m and the
         daemon's limits); SIZE like 512M or 2G, --cpus like 0.5
@@ -193,7 +196,8 @@ int cmd_exec(connection& c, const options& o) {
   std::vector<std::pair<std::string, std::string>> env;
   std::string cwd;
   std::uint64_t timeout_ms = 0;
-  bool shell = false;
+  bool shell = false, with_stdin = false;
+  std::string session;
   for (; i < a.size(); ++i) {
     auto& f = a[i];
     if (f == "--") {
@@ -219,6 +223,10 @@ int cmd_exec(connection& c, const options& o) {
       timeout_ms = static_cast<std::uint64_t>(s * 1000);
     } else if (f == "--shell") {
       shell = true;
+    } else if (f == "--session" || f == "-s") {
+      session = value();
+    } else if (f == "--stdin" || f == "-i") {
+      with_stdin = true;
     } else if (f.rfind("-", 0) == 0) {
       die("unknown exec option " + f + " (put the command after --)", exit_usage);
     } else {
@@ -247,6 +255,17 @@ int cmd_exec(connection& c, const options& o) {
   }
   r.setCwd(cwd);
   r.setTimeoutMs(timeout_ms);
+  r.setSession(session);
+  std::string input;
+  if (with_stdin) {
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::read(0, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+      if (n > 0) input.append(buf, static_cast<std::size_t>(n));
+      if (input.size() > (16u << 20)) die("--stdin takes at most 16 MiB (stream larger data with warren cp)");
+    }
+  }
+  r.setStdin(kj::arrayPtr(reinterpret_cast<const kj::byte*>(input.data()), input.size()));
   output_counts counts;
   req.setOutput(kj::heap<terminal_output>(counts));
   auto res = req.send().wait(c.io.waitScope);
