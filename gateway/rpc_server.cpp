@@ -4,7 +4,10 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <functional>
+#include <map>
 
+#include "actors/sandbox_logic.hpp"
 #include "wire/agent.capnp.h"
 #include "wire/files.capnp.h"
 #include "wire/warren.capnp.h"
@@ -148,6 +151,43 @@ struct exec_run {
   }
 };
 
+// Runs `call` on the agent of a sandbox that is woken if needed and held awake until the
+// returned promise settles. The agent's errors come back as its "code: sentence", without
+// the RPC layers' decoration; a broken link becomes "unavailable".
+kj::Promise<void> with_held_agent(rpc_context& ctx, const std::string& name, std::uint64_t id,
+                                  std::function<kj::Promise<void>(wire::Agent::Client&)> call) {
+  struct release_guard {
+    rpc_context& ctx;
+    std::string name;
+    std::uint64_t id;
+    bool held = false;
+    ~release_guard() {
+      if (held) ctx.core.release(name, id);
+    }
+  };
+  auto guard = kj::heap<release_guard>(release_guard{ctx, name, id});
+  auto* g = guard.get();
+  return ctx.calls.call<std::uint64_t>([&ctx, name, id](auto cb) { ctx.core.hold(name, id, std::move(cb)); })
+      .then([&ctx, g, call = std::move(call)](std::uint64_t sandbox_id) mutable -> kj::Promise<void> {
+        g->held = true;
+        KJ_IF_MAYBE(agent, ctx.host.agent(sandbox_id)) {
+          return call(*agent).catch_([](kj::Exception&& e) -> kj::Promise<void> {
+            std::string d = e.getDescription().cStr();
+            const std::string prefix = "remote exception: ";
+            while (d.rfind(prefix, 0) == 0) d = d.substr(prefix.size());
+            auto err = error::from_string(d);
+            if (err.code == errc::internal && d.rfind("internal: ", 0) != 0) {
+              spdlog::warn("event=agent_call_failed reason=\"{}\"", d);
+              err = make_error(errc::unavailable, "the sandbox stopped during the call; retry");
+            }
+            return kj::Promise<void>(to_kj(err));
+          });
+        }
+        return to_kj(make_error(errc::unavailable, "the sandbox is not running; retry"));
+      })
+      .attach(kj::mv(guard));
+}
+
 // Sandbox.files(): every call is forwarded, unchanged, to the Files capability of the
 // sandbox's agent (which resolves paths inside the sandbox), after the sandbox was woken and
 // while it is held awake. Capabilities in results (openWrite's FileSink) and in params
@@ -161,49 +201,18 @@ class files_proxy final : public capnp::Capability::Server {
     if (interface_id != capnp::typeId<wire::Files>())
       return {KJ_EXCEPTION(UNIMPLEMENTED, "not a Files method"), false};
     context.allowCancellation();
-    struct release_guard {
-      rpc_context& ctx;
-      std::string name;
-      std::uint64_t id;
-      bool held = false;
-      ~release_guard() {
-        if (held) ctx.core.release(name, id);
-      }
-    };
-    auto guard = kj::heap<release_guard>(release_guard{ctx_, name_, id_});
-    auto* g = guard.get();
-    auto promise =
-        ctx_.calls.call<std::uint64_t>([this](auto cb) { ctx_.core.hold(name_, id_, std::move(cb)); })
-            .then([this, g, interface_id, method_id, context](std::uint64_t sandbox_id) mutable -> kj::Promise<void> {
-              g->held = true;
-              KJ_IF_MAYBE(agent, ctx_.host.agent(sandbox_id)) {
-                auto files = agent->filesRequest().send().getFiles();
-                auto params = context.getParams();
-                auto req = files.typelessRequest(interface_id, method_id, params.targetSize());
-                req.set(params);
-                context.releaseParams();
-                return req.send().then(
-                    [context](capnp::Response<capnp::AnyPointer> res) mutable -> kj::Promise<void> {
-                      context.getResults().set(res);
-                      return kj::READY_NOW;
-                    },
-                    [](kj::Exception&& e) -> kj::Promise<void> {
-                      // The agent's "code: sentence", without the layers' decoration.
-                      std::string d = e.getDescription().cStr();
-                      const std::string prefix = "remote exception: ";
-                      while (d.rfind(prefix, 0) == 0) d = d.substr(prefix.size());
-                      auto err = error::from_string(d);
-                      if (err.code == errc::internal && d.rfind("internal: ", 0) != 0) {
-                        spdlog::warn("event=files_call_failed reason=\"{}\"", d);
-                        err = make_error(errc::unavailable, "the sandbox stopped during the call; retry");
-                      }
-                      return kj::Promise<void>(to_kj(err));
-                    });
-              }
-              return to_kj(make_error(errc::unavailable, "the sandbox is not running; retry"));
-            })
-            .attach(kj::mv(guard));
-    return {kj::mv(promise), false};
+    return {with_held_agent(ctx_, name_, id_,
+                            [interface_id, method_id, context](wire::Agent::Client& agent) mutable {
+                              auto files = agent.filesRequest().send().getFiles();
+                              auto params = context.getParams();
+                              auto req = files.typelessRequest(interface_id, method_id, params.targetSize());
+                              req.set(params);
+                              context.releaseParams();
+                              return req.send().then([context](capnp::Response<capnp::AnyPointer> res) mutable {
+                                context.getResults().set(res);
+                              });
+                            }),
+            false};
   }
 
  private:
@@ -260,6 +269,58 @@ class sandbox_impl final : public wire::Sandbox::Server {
     return ctx_.calls
         .call<actors::sandbox_info>([this](auto cb) { ctx_.core.hibernate(name_, id_, std::move(cb)); })
         .then([context](actors::sandbox_info i) mutable { fill(context.getResults().initInfo(), i); });
+  }
+
+  kj::Promise<void> createSession(CreateSessionContext context) override {
+    auto p = context.getParams();
+    actors::exec_request check;  // The exec rules validate the name, env and cwd.
+    check.argv = {"true"};
+    check.session = str(p.getName());
+    check.cwd = str(p.getCwd());
+    for (auto e : p.getEnv()) check.env.emplace_back(str(e.getName()), str(e.getValue()));
+    if (check.session.empty()) return to_kj(make_error(errc::invalid_argument, "the session needs a name"));
+    if (auto e = actors::validate_exec(check)) return to_kj(e);
+    std::vector<std::string> env;
+    std::map<std::string, std::string> merged;
+    for (auto& [k, v] : actors::default_env(name_)) merged[k] = v;
+    for (auto& [k, v] : check.env) merged[k] = v;
+    for (auto& [k, v] : merged) env.push_back(k + "=" + v);
+    auto cwd = check.cwd.empty() ? std::string("/workspace") : check.cwd;
+    return with_held_agent(ctx_, name_, id_, [name = check.session, env, cwd](wire::Agent::Client& agent) {
+      auto req = agent.createSessionRequest();
+      req.setName(name);
+      auto list = req.initEnv(env.size());
+      for (unsigned i = 0; i < env.size(); ++i) list.set(i, env[i]);
+      req.setCwd(cwd);
+      return req.send().ignoreResult();
+    });
+  }
+
+  kj::Promise<void> listSessions(ListSessionsContext context) override {
+    return with_held_agent(ctx_, name_, id_, [context](wire::Agent::Client& agent) mutable {
+      return agent.listSessionsRequest().send().then([context](auto res) mutable {
+        auto names = res.getNames();
+        auto cwds = res.getCwds();
+        auto out = context.getResults().initSessions(names.size());
+        for (unsigned i = 0; i < names.size(); ++i) {
+          out[i].setName(names[i]);
+          if (i < cwds.size()) out[i].setCwd(cwds[i]);
+        }
+      });
+    });
+  }
+
+  kj::Promise<void> deleteSession(DeleteSessionContext context) override {
+    actors::exec_request check;
+    check.argv = {"true"};
+    check.session = str(context.getParams().getName());
+    if (check.session.empty()) return to_kj(make_error(errc::invalid_argument, "the session needs a name"));
+    if (auto e = actors::validate_exec(check)) return to_kj(e);
+    return with_held_agent(ctx_, name_, id_, [context, name = check.session](wire::Agent::Client& agent) mutable {
+      auto req = agent.deleteSessionRequest();
+      req.setName(name);
+      return req.send().then([context](auto res) mutable { context.getResults().setExisted(res.getExisted()); });
+    });
   }
 
   kj::Promise<void> files(FilesContext context) override {

@@ -27,6 +27,12 @@ interface Agent {
 
   files @2 () -> (files :Files);
   # The sandbox's files, served by the agent from inside its root.
+
+  createSession @3 (name :Text, env :List(Text), cwd :Text) -> ();
+  # A session with this complete environment (NAME=VALUE) and directory; fails with
+  # "already_exists: ..." if it exists.
+  listSessions @4 () -> (names :List(Text), cwds :List(Text));
+  deleteSession @5 (name :Text) -> (existed :Bool);
 }
 
 interface OutputSink {

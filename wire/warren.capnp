@@ -139,6 +139,21 @@ interface Sandbox {
   # Its files (wire/files.capnp): read, write (whole or streamed), mkdir, remove, rename,
   # list, stat, exists, always inside its root. Each call wakes a hibernated sandbox and
   # keeps it awake while it runs. Bound to this incarnation like the Sandbox itself.
+
+  createSession @7 (name :Text, env :List(EnvVar), cwd :Text) -> ();
+  # A new shell session (see ExecRequest.session) starting with the sandbox's default
+  # environment plus `env`, in `cwd` (default /workspace). already_exists if it exists.
+
+  listSessions @8 () -> (sessions :List(SessionInfo));
+  # Every session of the sandbox, "default" included, sorted by name.
+
+  deleteSession @9 (name :Text) -> (existed :Bool);
+  # Forgets a session's state ("default" starts over empty).
+}
+
+struct SessionInfo {
+  name @0 :Text;
+  cwd @1 :Text;   # Its working directory now.
 }
 
 struct Usage {

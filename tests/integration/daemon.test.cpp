@@ -312,3 +312,24 @@ TEST_CASE("execs of one session run one after the other, sessions run in paralle
   CHECK(d.warren({"exec", "p", "--", "sh", "-c", "pgrep -c sleep || true"}).out == "0\n");  // Ran after it.
   ::waitpid(slow, nullptr, 0);
 }
+
+TEST_CASE("sessions can be created with their own env and cwd, listed and deleted", "[e2e][sessions]") {
+  warrend_process d;
+  REQUIRE(d.warren({"exec", "m", "--", "true"}).code == 0);
+  REQUIRE(d.warren({"session", "m", "new", "build", "--env", "MODE=release", "--cwd", "/tmp"}).code == 0);
+  CHECK(d.warren({"exec", "m", "--session", "build", "--shell", "--", "echo $MODE; pwd; echo $HOME"}).out ==
+        "release\n/tmp\n/root\n");  // The sandbox's defaults (HOME) are there too.
+  auto again = d.warren({"session", "m", "new", "build"});
+  CHECK(again.code == 125);
+  CHECK(again.err.find("exists") != std::string::npos);
+  CHECK(d.warren({"session", "m", "new", "Bad!"}).err.find("session names") != std::string::npos);
+  REQUIRE(d.warren({"exec", "m", "--session", "build", "--shell", "--", "cd /usr"}).code == 0);
+  auto ls = d.warren({"sessions", "m"}).out;
+  CHECK(ls.find("build") != std::string::npos);
+  CHECK(ls.find("/usr") != std::string::npos);
+  CHECK(ls.find("default") != std::string::npos);
+  REQUIRE(d.warren({"session", "m", "rm", "build"}).code == 0);
+  CHECK(d.warren({"sessions", "m"}).out.find("build") == std::string::npos);
+  // A deleted session starts over.
+  CHECK(d.warren({"exec", "m", "--session", "build", "--shell", "--", "pwd; echo ${MODE:-none}"}).out == "/workspace\nnone\n");
+}

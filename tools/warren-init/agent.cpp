@@ -128,6 +128,34 @@ class agent_impl final : public wire::Agent::Server {
     return kj::READY_NOW;
   }
 
+  kj::Promise<void> createSession(CreateSessionContext context) override {
+    auto p = context.getParams();
+    std::vector<std::string> env;
+    for (auto e : p.getEnv()) env.push_back(str(e));
+    auto name = str(p.getName());
+    if (!create_session(name, env, str(p.getCwd())))
+      kj::throwFatalException(kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
+                                            kj::str("already_exists: session ", name.c_str(), " exists")));
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> listSessions(ListSessionsContext context) override {
+    auto all = list_sessions();
+    auto res = context.getResults();
+    auto names = res.initNames(all.size());
+    auto cwds = res.initCwds(all.size());
+    for (unsigned i = 0; i < all.size(); ++i) {
+      names.set(i, all[i].first);
+      cwds.set(i, all[i].second);
+    }
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> deleteSession(DeleteSessionContext context) override {
+    context.getResults().setExisted(delete_session(str(context.getParams().getName())));
+    return kj::READY_NOW;
+  }
+
   kj::Promise<void> files(FilesContext context) override {
     context.getResults().setFiles(files_);
     return kj::READY_NOW;

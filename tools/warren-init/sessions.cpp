@@ -9,9 +9,11 @@
 // back (without the call's own env and cwd: they apply to that call only). An `argv` exec
 // only reads `env` and `cwd`. Each exec is a fresh process tree, so a timeout or a hung
 // command kills that command only, and the session carries on.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -113,6 +115,53 @@ void apply_session(const std::string& session, bool shell, const std::vector<std
     argv = {"/bin/bash", "--noprofile", "--norc", "-c", wrapper, "warren-session", line, dir, names,
             cwd_given ? cwd : ""};
   }
+}
+
+}  // namespace warren::init
+
+namespace warren::init {
+
+bool create_session(const std::string& name, const std::vector<std::string>& env, const std::string& cwd) {
+  make_dirs(sessions_root);
+  auto dir = sessions_root + "/" + name;
+  if (::mkdir(dir.c_str(), 0700) < 0) {
+    if (errno == EEXIST) return false;
+    fail("mkdir", dir, errno);
+  }
+  std::string joined;
+  for (auto& e : env) joined.append(e).push_back('\0');
+  for (auto [file, text] : {std::pair{"/env", joined}, std::pair{"/cwd", cwd}}) {
+    std::ofstream out(dir + file, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out) fail("write", dir + file, errno);
+  }
+  return true;
+}
+
+std::vector<std::pair<std::string, std::string>> list_sessions() {
+  std::vector<std::pair<std::string, std::string>> out;
+  make_dirs(sessions_root + "/default");
+  DIR* d = ::opendir(sessions_root.c_str());
+  if (!d) fail("opendir", sessions_root, errno);
+  while (auto* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    bool found = false;
+    auto cwd = read_file(sessions_root + "/" + name + "/cwd", found);
+    out.emplace_back(name, found && !cwd.empty() ? cwd : "/workspace");
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool delete_session(const std::string& name) {
+  auto dir = sessions_root + "/" + name;
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) < 0) return false;
+  for (auto file : {"state", "env", "cwd", "state.tmp", "env.tmp", "cwd.tmp"}) ::unlink((dir + "/" + file).c_str());
+  if (::rmdir(dir.c_str()) < 0) fail("rmdir", dir, errno);
+  return true;
 }
 
 }  // namespace warren::init

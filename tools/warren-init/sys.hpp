@@ -127,6 +127,12 @@ void install_seccomp();
 void apply_session(const std::string& session, bool shell, const std::vector<std::string>& call_env, bool cwd_given,
                    std::vector<std::string>& argv, std::vector<std::string>& env, std::string& cwd);
 
+/// Session management (sessions.cpp); names are validated by the daemon. create_session
+/// returns false when it exists; delete_session false when there was none.
+bool create_session(const std::string& name, const std::vector<std::string>& env, const std::string& cwd);
+std::vector<std::pair<std::string, std::string>> list_sessions();  ///< (name, cwd), sorted.
+bool delete_session(const std::string& name);
+
 /// agent.cpp: serves the Agent interface on `sock_fd` until the daemon hangs up.
 int serve_agent(int sock_fd);
 

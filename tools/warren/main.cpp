@@ -65,6 +65,12 @@ commands:
         copy a file or directory into (creating the sandbox if needed) or out of a sandbox;
         one of SRC and DST is NAME:PATH
         (a relative PATH is under /workspace), the other a local path; `-` is stdin/stdout
+  sessions NAME
+        list the sandbox's shell sessions and their working directories
+  session NAME new SESSION [--env K=V]... [--cwd DIR]
+        create a session with its own environment and directory
+  session NAME rm SESSION
+        forget a session's state
   cat NAME:PATH
         print a file of a sandbox (streamed)
   ls-files NAME:PATH [--recursive] [--all]
@@ -595,6 +601,48 @@ int cmd_rm(connection& c, const options& o) {
   return code;
 }
 
+// warren sessions NAME | warren session NAME new S [--env K=V]... [--cwd DIR] | warren session NAME rm S
+int cmd_sessions(connection& c, const options& o) {
+  auto& a = o.rest;
+  if (a[0] == "sessions") {
+    if (a.size() != 2) die("sessions needs a sandbox name", exit_usage);
+    auto res = existing(c, a[1]).listSessionsRequest().send().wait(c.io.waitScope);
+    for (auto s : res.getSessions()) std::printf("%-20s %s\n", s.getName().cStr(), s.getCwd().cStr());
+    return 0;
+  }
+  if (a.size() < 4 || (a[2] != "new" && a[2] != "rm"))
+    die("usage: warren session NAME new SESSION [--env K=V]... [--cwd DIR] | warren session NAME rm SESSION", exit_usage);
+  auto sandbox = existing(c, a[1]);
+  if (a[2] == "rm") {
+    auto req = sandbox.deleteSessionRequest();
+    req.setName(a[3]);
+    if (!req.send().wait(c.io.waitScope).getExisted()) std::fprintf(stderr, "warren: no session %s\n", a[3].c_str());
+    return 0;
+  }
+  auto req = sandbox.createSessionRequest();
+  req.setName(a[3]);
+  std::vector<std::pair<std::string, std::string>> env;
+  for (std::size_t i = 4; i < a.size(); ++i) {
+    if (a[i] == "--cwd" && i + 1 < a.size()) {
+      req.setCwd(a[++i]);
+    } else if (a[i] == "--env" && i + 1 < a.size()) {
+      auto kv = a[++i];
+      auto eq = kv.find('=');
+      if (eq == std::string::npos) die("--env takes NAME=VALUE, got '" + kv + "'", exit_usage);
+      env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    } else {
+      die("unknown session option " + a[i], exit_usage);
+    }
+  }
+  auto list = req.initEnv(env.size());
+  for (unsigned i = 0; i < env.size(); ++i) {
+    list[i].setName(env[i].first);
+    list[i].setValue(env[i].second);
+  }
+  req.send().wait(c.io.waitScope);
+  return 0;
+}
+
 int cmd_version(connection& c, const options& o) {
   auto res = c.root.versionRequest().send().wait(c.io.waitScope);
   if (o.json) std::printf("{\"client\":\"0.1.0\",\"daemon\":%s,\"api\":%u}\n", warren::wire::json_quote(res.getDaemon().cStr()).c_str(), res.getApi());
@@ -637,7 +685,7 @@ int main(int argc, char** argv) {
     }
   }
   auto& cmd = o.rest[0];
-  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage", "cp", "cat", "ls-files"};
+  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage", "cp", "cat", "ls-files", "sessions", "session"};
   if (std::find(std::begin(commands), std::end(commands), cmd) == std::end(commands))
     die("unknown command '" + cmd + "' (see --help)", exit_usage);
 
@@ -653,6 +701,7 @@ int main(int argc, char** argv) {
     if (cmd == "journal") return cmd_journal(*c, o);
     if (cmd == "usage") return cmd_usage(*c, o);
     if (cmd == "cp") return cmd_cp(*c, o);
+    if (cmd == "sessions" || cmd == "session") return cmd_sessions(*c, o);
     if (cmd == "cat") return cmd_cat(*c, o);
     if (cmd == "ls-files") return cmd_ls_files(*c, o);
     return cmd_version(*c, o);
