@@ -38,7 +38,13 @@ bool populated(const std::string& dir) {
   return events.find("populated 1") != std::string::npos;
 }
 
+// Removes a cgroup and the ones below it (a sandbox's init makes one per exec), deepest
+// first; a cgroup's files go with its directory.
 error remove_dir(const std::string& dir) {
+  std::error_code ec;
+  for (auto& entry : std::filesystem::directory_iterator(dir, ec))
+    if (entry.is_directory(ec) && !entry.is_symlink(ec))
+      if (auto e = remove_dir(entry.path().string())) return e;
   if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return {};
   return make_error(errc::internal, "rmdir " + dir + ": " + std::strerror(errno));
 }

@@ -17,10 +17,11 @@ interface Agent {
   # runs with the session's state, which it may change. stdin: fed to the command, then EOF
   # (empty: /dev/null). callEnv / cwdGiven: what of env and cwd the caller set for this call
   # only (never saved in the session).
-  # Runs argv[0] (looked up in PATH of `env`) in a new session and process group with
-  # stdin from /dev/null. `env`: complete environment as NAME=VALUE. `timeoutMs`: 0 = none;
-  # at the deadline the process group gets SIGTERM, then SIGKILL after a grace period.
-  # Cancelling the call kills the process group.
+  # Runs argv[0] (looked up in PATH of `env`) in a new session and process group, and in a
+  # cgroup of its own (execs/eN below the sandbox's cgroup), with stdin from /dev/null unless
+  # given. `env`: complete environment as NAME=VALUE. `timeoutMs`: 0 = none; at the deadline
+  # the process group gets SIGTERM, then the whole cgroup SIGKILL after a grace period.
+  # Cancelling the call, or the command's exit, kills the whole cgroup.
 
   ping @1 () -> (pid :Int32);
   # Liveness check; returns the agent's pid as seen inside the sandbox (1).

@@ -111,9 +111,10 @@ interface Sandbox {
   exec @0 (request :ExecRequest, output :ExecOutput) -> (result :ExecResult);
   # Runs a command to completion inside the sandbox. stdout and stderr stream to `output` as
   # they are produced (flow-controlled); the call returns when the command has exited.
-  # Cancelling the call (or disconnecting) kills the command's process group. When the
-  # command exits, whatever is left of its process group is killed too: an exec never leaves
-  # processes behind (long-running servers will be background processes).
+  # Cancelling the call (or disconnecting) kills the command's whole process tree. When the
+  # command exits, whatever is left of its tree is killed too (each exec runs in a cgroup of
+  # its own, so even processes that left its process group with setsid go): an exec never
+  # leaves processes behind (long-running servers will be background processes).
   # A command that cannot be found exits 127 with a message on stderr; that is a result,
   # not an error.
 

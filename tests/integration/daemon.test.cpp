@@ -333,3 +333,20 @@ TEST_CASE("sessions can be created with their own env and cwd, listed and delete
   // A deleted session starts over.
   CHECK(d.warren({"exec", "m", "--session", "build", "--shell", "--", "pwd; echo ${MODE:-none}"}).out == "/workspace\nnone\n");
 }
+
+TEST_CASE("an exec never leaves processes behind, not even ones that left its process group", "[e2e]") {
+  warrend_process d;
+  // setsid puts the sleep in a session and process group of its own: only the exec's own
+  // cgroup still holds it.
+  CHECK(d.warren({"exec", "t", "--shell", "--", "setsid sleep 4747 > /dev/null 2>&1 & echo started"}).out == "started\n");
+  CHECK(eventually([] { return commands("sleep 4747").empty(); }, 3000));
+  CHECK(d.warren({"exec", "t", "--timeout", "1", "--shell", "--", "setsid sleep 4848 > /dev/null 2>&1 & sleep 100"}).code == 124);
+  CHECK(eventually([] { return commands("sleep 4848").empty(); }, 3000));
+  // Each exec's cgroup is removed once empty (the last one when the next exec starts).
+  CHECK(d.warren({"exec", "t", "--", "true"}).code == 0);
+  auto execs = d.cgroup_parent() + "/sb-" + std::to_string(d.sandbox_id("t")) + "/execs";
+  int left = 0;
+  for (auto& e : fs::directory_iterator(execs))
+    if (e.is_directory()) ++left;
+  CHECK(left <= 2);
+}

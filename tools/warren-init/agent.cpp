@@ -58,9 +58,30 @@ struct exec_job {
     return total;
   }
 
+  // The command's own cgroup (below execs/): everything it started, whatever session or
+  // process group, is in it.
+  int cgroup_fd = -1;
+  std::string cgroup_name;
+  std::vector<std::string>* cgroups_to_remove = nullptr;
+
+  void kill_tree() {
+    if (pgid > 0) ::kill(-pgid, SIGKILL);
+    if (cgroup_fd >= 0) {
+      int fd = ::openat(cgroup_fd, "cgroup.kill", O_WRONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        write_all(fd, "1", 1);
+        ::close(fd);
+      }
+    }
+  }
+
   ~exec_job() {
     // Cancelled (caller gone) or finished: no process of this command outlives the call.
-    if (pgid > 0) ::kill(-pgid, SIGKILL);
+    kill_tree();
+    if (cgroup_fd >= 0) {
+      ::close(cgroup_fd);
+      cgroups_to_remove->push_back(cgroup_name);  // Once its processes are reaped.
+    }
   }
 };
 
@@ -88,8 +109,20 @@ std::string resolve_program(const std::string& prog, const std::vector<std::stri
 // Starts the command with posix_spawn (clone with CLONE_VM|CLONE_VFORK: no copy of PID 1's
 // page tables). Capabilities and no_new_privs were set once for PID 1 and are inherited.
 // Returns the pid, or the errno of the failed spawn.
-int spawn_command(const std::string& program, const std::vector<std::string>& argv,
-                  const std::vector<std::string>& env, const std::string& cwd, int in, int out, int err, pid_t& pid) {
+//
+// With `cgroup_procs` (the cgroup.procs of the exec's own cgroup), the command starts through
+// warren-init's exec shim (/proc/self/exe: this binary, whatever the sandbox's mounts are),
+// which moves itself into that cgroup and then execs the command: so the command is in its
+// cgroup from its first instruction and cannot leave it by racing. (clone3 with
+// CLONE_INTO_CGROUP would do it without the shim, but the sandbox's seccomp filter refuses
+// clone3, whose flags it cannot inspect, and PID 1 runs under that filter too.)
+int spawn_command(const std::string& program, std::vector<std::string> argv, const std::vector<std::string>& env,
+                  const std::string& cwd, int in, int out, int err, int cgroup_procs, pid_t& pid) {
+  std::string path = program;
+  if (cgroup_procs >= 0) {
+    argv.insert(argv.begin(), {"/proc/self/exe", exec_shim_flag, program});
+    path = "/proc/self/exe";
+  }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   if (in >= 0) posix_spawn_file_actions_adddup2(&fa, in, 0);
@@ -97,7 +130,12 @@ int spawn_command(const std::string& program, const std::vector<std::string>& ar
   posix_spawn_file_actions_adddup2(&fa, out, 1);
   posix_spawn_file_actions_adddup2(&fa, err, 2);
   posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
-  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  if (cgroup_procs >= 0) {
+    posix_spawn_file_actions_adddup2(&fa, cgroup_procs, 3);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+  } else {
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  }
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none, defaults;
@@ -113,7 +151,7 @@ int spawn_command(const std::string& program, const std::vector<std::string>& ar
   args.push_back(nullptr);
   for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  int rc = ::posix_spawn(&pid, program.c_str(), &fa, &attr, args.data(), envp.data());
+  int rc = ::posix_spawn(&pid, path.c_str(), &fa, &attr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   return rc;
@@ -121,7 +159,7 @@ int spawn_command(const std::string& program, const std::vector<std::string>& ar
 
 class agent_impl final : public wire::Agent::Server {
  public:
-  agent_impl(kj::AsyncIoContext& io) : io_(io) {}
+  agent_impl(kj::AsyncIoContext& io, int exec_cgroups) : io_(io), exec_cgroups_(exec_cgroups) {}
 
   kj::Promise<void> ping(PingContext context) override {
     context.getResults().setPid(::getpid());
@@ -222,9 +260,19 @@ class agent_impl final : public wire::Agent::Server {
     }
 
     auto job = kj::heap<exec_job>();
+    job->cgroups_to_remove = &cgroups_to_remove_;
+    if (exec_cgroups_ >= 0) {
+      sweep_cgroups();
+      job->cgroup_name = "e" + std::to_string(++exec_count_);
+      if (::mkdirat(exec_cgroups_, job->cgroup_name.c_str(), 0755) == 0)
+        job->cgroup_fd = ::openat(exec_cgroups_, job->cgroup_name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    }
+    unique_fd procs;
+    if (job->cgroup_fd >= 0) procs.reset(::openat(job->cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC));
     pid_t pid = 0;
-    if (int rc = spawn_command(program, argv, env, cwd, in_r.get(), out_w.get(), err_w.get(), pid); rc != 0)
-      return fail_early(context, sink, argv[0] + ": " + std::strerror(rc), 126);
+    int rc = spawn_command(program, argv, env, cwd, in_r.get(), out_w.get(), err_w.get(), procs.get(), pid);
+    if (rc != 0) return fail_early(context, sink, argv[0] + ": " + std::strerror(rc), 126);
+    procs.reset();
     job->pid = pid;
     job->pgid = pid;
     out_w.reset();
@@ -267,9 +315,9 @@ class agent_impl final : public wire::Agent::Server {
     auto finished = exited.then([raw](int status) {
       raw->exited = true;
       raw->status = status;
-      // The command is over: whatever is left of its process group goes with it, which also
-      // closes the pipes those processes held.
-      ::kill(-raw->pgid, SIGKILL);
+      // The command is over: whatever is left of its tree goes with it (its cgroup, even
+      // processes that left its process group), which also closes the pipes they held.
+      raw->kill_tree();
       raw->duration_us = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                                         std::chrono::steady_clock::now() - raw->started)
                                                         .count());
@@ -335,16 +383,26 @@ class agent_impl final : public wire::Agent::Server {
 
   kj::AsyncIoContext& io_;
   wire::Files::Client files_ = make_files();
+  int exec_cgroups_ = -1;
+  std::uint64_t exec_count_ = 0;
+  std::vector<std::string> cgroups_to_remove_;  // Of finished execs, removed once empty.
+
+  void sweep_cgroups() {
+    std::vector<std::string> busy;
+    for (auto& name : cgroups_to_remove_)
+      if (::unlinkat(exec_cgroups_, name.c_str(), AT_REMOVEDIR) < 0 && errno == EBUSY) busy.push_back(name);
+    cgroups_to_remove_ = std::move(busy);
+  }
   std::map<std::string, kj::ForkedPromise<void>> session_tails_;  // The last exec of each session.
 };
 
 }  // namespace
 
-int serve_agent(int sock_fd) {
+int serve_agent(int sock_fd, int exec_cgroups) {
   auto io = kj::setupAsyncIo();
   auto stream = io.lowLevelProvider->wrapSocketFd(sock_fd, kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP);
   capnp::TwoPartyVatNetwork network(*stream, capnp::rpc::twoparty::Side::SERVER);
-  auto server = capnp::makeRpcServer(network, kj::heap<agent_impl>(io));
+  auto server = capnp::makeRpcServer(network, kj::heap<agent_impl>(io, exec_cgroups));
   network.onDisconnect().wait(io.waitScope);
   return 0;
 }

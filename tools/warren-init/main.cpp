@@ -18,6 +18,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 
+#include <cstring>
 #include <map>
 #include <vector>
 
@@ -66,7 +67,24 @@ void report(const std::string& msg) {
 
 }  // namespace
 
+// The exec shim (see exec_shim_flag): runs in place of a command for a moment, as one of
+// the sandbox's processes, and only joins a cgroup and execs.
+[[noreturn]] void exec_shim(int argc, char** argv) {
+  extern char** environ;
+  int fail = ::write(3, "0", 1) == 1 ? 0 : errno;  // "0": the writing process itself.
+  ::close(3);
+  if (fail == 0 && argc > 3) {
+    ::execve(argv[2], argv + 3, environ);
+    fail = errno;
+  }
+  std::string msg = std::string("warren: ") + (argc > 3 ? argv[3] : "?") + ": " + std::strerror(fail ? fail : EINVAL) + "\n";
+  write_all(2, msg.data(), msg.size());
+  ::_exit(fail == ENOENT ? 127 : 126);
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], exec_shim_flag) == 0) exec_shim(argc, argv);
+  int exec_cgroups = -1;
   try {
     // First: die with the daemon. (getppid() is 0 here, the parent being outside our pid
     // namespace, so a parent that died before this line cannot be detected; then the
@@ -75,6 +93,7 @@ int main(int argc, char** argv) {
     if (::getpid() != 1) throw init_error("warren-init must start as PID 1 of a new pid namespace (warrend does that)");
     auto a = parse(argc, argv);
     for (auto& dir : a.cgroups) join_cgroup(dir);
+    exec_cgroups = prepare_exec_cgroups(a.cgroups, a.uid_base);
     // Nothing mounted from here on may propagate back to the host.
     check(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), "mount --make-rprivate", "/");
     check(::sethostname(a.name.data(), a.name.size()), "sethostname", a.name);
@@ -103,5 +122,5 @@ int main(int argc, char** argv) {
   ::close(status_fd);  // EOF without a message: the sandbox is up.
   // KJ's child-exit handling must be set up before its event loop exists.
   kj::UnixEventPort::captureChildExit();
-  return serve_agent(sock_fd);
+  return serve_agent(sock_fd, exec_cgroups);
 }

@@ -73,6 +73,11 @@ class unique_fd {
 
 /// cgroups.cpp: moves the calling process into the cgroup directory `path` (v2 or v1).
 void join_cgroup(const std::string& path);
+/// For the cgroup2 directory among `dirs`: creates <dir>/execs, where the agent makes one
+/// cgroup per exec (so that the whole tree of a command can be killed, even processes that
+/// left its process group), and delegates it to the sandbox's root (`owner`, 0: none).
+/// Returns an fd of execs/, or -1 when no directory is cgroup2.
+int prepare_exec_cgroups(const std::vector<std::string>& dirs, std::uint32_t owner);
 
 /// network.cpp: brings up the loopback interface of the current network namespace.
 void loopback_up();
@@ -133,7 +138,12 @@ bool create_session(const std::string& name, const std::vector<std::string>& env
 std::vector<std::pair<std::string, std::string>> list_sessions();  ///< (name, cwd), sorted.
 bool delete_session(const std::string& name);
 
-/// agent.cpp: serves the Agent interface on `sock_fd` until the daemon hangs up.
-int serve_agent(int sock_fd);
+/// main.cpp: the exec shim. `warren-init --exec-in-cgroup PROGRAM ARGV0 ARGS...` with the
+/// cgroup.procs of the exec's cgroup on fd 3 joins that cgroup, then execs PROGRAM.
+constexpr const char* exec_shim_flag = "--exec-in-cgroup";
+
+/// agent.cpp: serves the Agent interface on `sock_fd` until the daemon hangs up; each exec
+/// runs in a cgroup of its own below `exec_cgroups` (-1: none, process groups only).
+int serve_agent(int sock_fd, int exec_cgroups);
 
 }  // namespace warren::init
