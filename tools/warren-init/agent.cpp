@@ -309,7 +309,7 @@ class agent_impl final : public wire::Agent::Server {
       deadline = timer.afterDelay(timeout_ms * kj::MILLISECONDS).then([raw, &timer]() {
         raw->timed_out = true;
         ::kill(-raw->pgid, SIGTERM);
-        return timer.afterDelay(kill_grace).then([raw]() { ::kill(-raw->pgid, SIGKILL); });
+        return timer.afterDelay(kill_grace).then([raw]() { raw->kill_tree(); });
       });
     }
     auto finished = exited.then([raw](int status) {
