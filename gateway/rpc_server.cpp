@@ -68,6 +68,18 @@ void fill(wire::SandboxInfo::Builder b, const actors::sandbox_info& i) {
 // call: the agent holds its capability until it lets go) and the exec. KJ thread only.
 struct output_tally : kj::Refcounted {
   std::uint64_t out = 0, err = 0;
+  // With collectOutput: the first `keep` bytes of each stream, for the result.
+  std::size_t keep = 0;
+  std::string kept[2];
+  bool truncated[2] = {false, false};
+
+  void collect(int stream, capnp::Data::Reader data) {
+    if (keep == 0) return;
+    auto& k = kept[stream];
+    auto room = keep - std::min(keep, k.size());
+    k.append(reinterpret_cast<const char*>(data.begin()), std::min(room, data.size()));
+    if (data.size() > room) truncated[stream] = true;
+  }
   std::uint64_t want_out = 0, want_err = 0;
   kj::Maybe<kj::Own<kj::PromiseFulfiller<void>>> reached;
 
@@ -94,29 +106,33 @@ struct output_tally : kj::Refcounted {
 // flow control passes through (the agent's write completes when the client's does).
 class forward_sink final : public wire::OutputSink::Server {
  public:
-  forward_sink(wire::ExecOutput::Client out, kj::Own<output_tally> tally) : out_(kj::mv(out)), tally_(kj::mv(tally)) {}
+  forward_sink(kj::Maybe<wire::ExecOutput::Client> out, kj::Own<output_tally> tally)
+      : out_(kj::mv(out)), tally_(kj::mv(tally)) {}
 
   kj::Promise<void> write(WriteContext context) override {
     auto p = context.getParams();
     auto data = p.getData();
-    kj::Promise<void> sent = nullptr;
-    if (p.getFd() == 2) {
-      auto req = out_.writeStderrRequest(capnp::MessageSize{data.size() / 8 + 8, 0});
-      req.setData(data);
-      sent = req.send();
-      tally_->err += data.size();
-    } else {
-      auto req = out_.writeStdoutRequest(capnp::MessageSize{data.size() / 8 + 8, 0});
-      req.setData(data);
-      sent = req.send();
-      tally_->out += data.size();
+    kj::Promise<void> sent = kj::READY_NOW;
+    bool err = p.getFd() == 2;
+    tally_->collect(err ? 1 : 0, data);
+    KJ_IF_MAYBE(out, out_) {
+      if (err) {
+        auto req = out->writeStderrRequest(capnp::MessageSize{data.size() / 8 + 8, 0});
+        req.setData(data);
+        sent = req.send();
+      } else {
+        auto req = out->writeStdoutRequest(capnp::MessageSize{data.size() / 8 + 8, 0});
+        req.setData(data);
+        sent = req.send();
+      }
     }
+    (err ? tally_->err : tally_->out) += data.size();
     tally_->check();
     return sent;
   }
 
  private:
-  wire::ExecOutput::Client out_;
+  kj::Maybe<wire::ExecOutput::Client> out_;  // Null: the client takes the output from the result.
   kj::Own<output_tally> tally_;
 };
 
@@ -347,9 +363,14 @@ class sandbox_impl final : public wire::Sandbox::Server {
     req.session = str(r.getSession());
     auto in = r.getStdin();
     req.stdin_data.assign(reinterpret_cast<const char*>(in.begin()), in.size());
-    auto output = params.getOutput();
+    kj::Maybe<wire::ExecOutput::Client> output;
+    if (params.hasOutput()) output = params.getOutput();
+    auto collect = r.getCollectOutput();
+    if (collect > (16u << 20))
+      return to_kj(make_error(errc::invalid_argument, "collectOutput is at most 16 MiB (16777216); stream larger output"));
     auto run = kj::heap<exec_run>(ctx_, name_, id_);
     auto* state = run.get();
+    state->tally->keep = collect;
 
     return ctx_.calls
         .call<actors::exec_ticket>(
@@ -373,7 +394,7 @@ class sandbox_impl final : public wire::Sandbox::Server {
             auto names = call.initCallEnv(t.call_env.size());
             for (unsigned i = 0; i < t.call_env.size(); ++i) names.set(i, t.call_env[i]);
             call.setCwdGiven(t.cwd_given);
-            call.setSink(kj::heap<forward_sink>(output, kj::addRef(*state->tally)));
+            call.setSink(kj::heap<forward_sink>(kj::mv(output), kj::addRef(*state->tally)));
             return call.send().then(
                 [this, state](capnp::Response<wire::Agent::ExecResults> res) -> kj::Promise<actors::exec_outcome> {
                   auto st = res.getStatus();
@@ -401,14 +422,14 @@ class sandbox_impl final : public wire::Sandbox::Server {
           o.failed = "the sandbox is not running";
           return kj::Promise<actors::exec_outcome>(kj::mv(o));
         })
-        .then([this, state, context](actors::exec_outcome o) mutable {
+        .then([this, state, context, keep = collect](actors::exec_outcome o) mutable {
           o.stdout_bytes = state->tally->out;
           o.stderr_bytes = state->tally->err;
           state->reported = true;
           auto exec_id = state->exec_id;
           return ctx_.calls
               .call<bool>([this, exec_id, o](auto cb) { ctx_.core.end_exec(name_, id_, exec_id, o, std::move(cb)); })
-              .then([context, o, exec_id](bool) mutable -> kj::Promise<void> {
+              .then([context, o, exec_id, state, keep](bool) mutable -> kj::Promise<void> {
                 if (!o.failed.empty()) return to_kj(make_error(errc::unavailable, o.failed + "; retry"));
                 auto res = context.getResults().initResult();
                 res.setExitCode(o.exit_code);
@@ -419,6 +440,13 @@ class sandbox_impl final : public wire::Sandbox::Server {
                 res.setStderrBytes(o.stderr_bytes);
                 res.setExecId(exec_id);
                 res.setOomKilled(o.oom_killed);
+                if (keep > 0) {
+                  auto& t = *state->tally;
+                  res.setStdout(kj::arrayPtr(reinterpret_cast<const kj::byte*>(t.kept[0].data()), t.kept[0].size()));
+                  res.setStderr(kj::arrayPtr(reinterpret_cast<const kj::byte*>(t.kept[1].data()), t.kept[1].size()));
+                  res.setStdoutTruncated(t.truncated[0]);
+                  res.setStderrTruncated(t.truncated[1]);
+                }
                 return kj::READY_NOW;
               });
         })

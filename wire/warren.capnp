@@ -109,6 +109,7 @@ interface Sandbox {
   # after a destroy it fails with "sandbox_gone", even if the name was created again.
 
   exec @0 (request :ExecRequest, output :ExecOutput) -> (result :ExecResult);
+  # `output` may be null when request.collectOutput asks for the output in the result.
   # Runs a command to completion inside the sandbox. stdout and stderr stream to `output` as
   # they are produced (flow-controlled); the call returns when the command has exited.
   # Cancelling the call (or disconnecting) kills the command's whole process tree. When the
@@ -186,6 +187,11 @@ struct ExecRequest {
   # (/var/lib/warren/sessions/NAME), so it survives hibernation and restarts.
   stdin @6 :Data;             # Fed to the command's standard input, then EOF (at most 16 MiB).
                               # Empty: stdin is /dev/null.
+  collectOutput @7 :UInt32;
+  # Also keep up to this many bytes of each stream in ExecResult (at most 16 MiB); what is
+  # beyond is still streamed to `output` but cut from the result, which says so
+  # (stdoutTruncated, stderrTruncated). 0: nothing kept. `output` may then be null: the
+  # result alone carries the output, the way a non-streaming client wants it.
 }
 
 struct EnvVar {
@@ -209,4 +215,8 @@ struct ExecResult {
   execId @6 :UInt64;       # Id of this exec in the sandbox's journal.
   oomKilled @7 :Bool;      # The sandbox's memory limit was hit while it ran and the kernel
                            # killed a process of the sandbox (typically this command).
+  stdout @8 :Data;         # With collectOutput: the first collectOutput bytes of stdout.
+  stderr @9 :Data;         # With collectOutput: the first collectOutput bytes of stderr.
+  stdoutTruncated @10 :Bool;  # stdout had more than collectOutput bytes (stdoutBytes says how many).
+  stderrTruncated @11 :Bool;
 }

@@ -359,3 +359,35 @@ TEST_CASE("files: warren cp copies files and directories both ways, cat and ls-f
   REQUIRE(d.warren({"sleep", "c"}).code == 0);
   CHECK(d.warren({"cat", "c:proj/README"}).out == "readme\n");
 }
+
+TEST_CASE("exec: without a stream, the result carries the output, capped and marked truncated", "[e2e][exec]") {
+  warrend_process d;
+  api a(d);
+  auto sandbox = [&] {
+    auto req = a.root.sandboxRequest();
+    req.setName("b");
+    return req.send().getSandbox();
+  }();
+  auto run_shell = [&](const std::string& line, std::uint32_t keep) {
+    auto req = sandbox.execRequest();  // No output capability: the result is all there is.
+    auto r = req.initRequest();
+    r.initCommand().setShell(line);
+    r.setCollectOutput(keep);
+    return req.send().wait(a.io.waitScope);
+  };
+  auto small = run_shell("echo out; echo err >&2", 1024);
+  CHECK(text(small.getResult().getStdout()) == "out\n");
+  CHECK(text(small.getResult().getStderr()) == "err\n");
+  CHECK_FALSE(small.getResult().getStdoutTruncated());
+  // Gigabytes of output: the result keeps the first bytes, counts all, and says it cut.
+  auto big = run_shell("head -c 1073741824 /dev/zero; echo done >&2", 4096);
+  CHECK(big.getResult().getStdout().size() == 4096);
+  CHECK(big.getResult().getStdoutTruncated());
+  CHECK(big.getResult().getStdoutBytes() == 1073741824u);
+  CHECK(text(big.getResult().getStderr()) == "done\n");
+  auto req = sandbox.execRequest();
+  auto r = req.initRequest();
+  r.initCommand().setShell("true");
+  r.setCollectOutput(64u << 20);
+  CHECK(a.error_of(req).find("at most 16 MiB") != std::string::npos);
+}
