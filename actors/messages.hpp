@@ -68,13 +68,13 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_usage& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, exec_request& x) {
-  return f(caf::meta::type_name("exec_request"), x.argv, x.env, x.cwd, x.timeout_ms, x.session, x.shell, x.stdin_data);
+  return f(caf::meta::type_name("exec_request"), x.argv, x.env, x.cwd, x.timeout_ms, x.session, x.shell, x.stdin_data, x.stdin_stream);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, exec_ticket& x) {
   return f(caf::meta::type_name("exec_ticket"), x.sandbox_id, x.exec_id, x.argv, x.env, x.cwd,
-           x.timeout_ms, x.session, x.shell, x.stdin_data, x.call_env, x.cwd_given);
+           x.timeout_ms, x.session, x.shell, x.stdin_data, x.stdin_stream, x.call_env, x.cwd_given);
 }
 
 template <class Inspector>

@@ -109,6 +109,7 @@ exec_decision decide_exec(const sandbox_record& rec, const exec_request& req) {
   d.ticket.session = req.session.empty() ? "default" : req.session;
   d.ticket.shell = req.shell;
   d.ticket.stdin_data = req.stdin_data;
+  d.ticket.stdin_stream = req.stdin_stream;
   d.ticket.cwd_given = !req.cwd.empty();
   for (auto& kv : req.env) d.ticket.call_env.push_back(kv.first);
   // Later entries override earlier ones with the same name; order of first appearance kept.

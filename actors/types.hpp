@@ -71,6 +71,7 @@ struct exec_request {
   std::string session;           ///< Shell session it runs in; empty: "default".
   bool shell = false;            ///< argv is {"/bin/bash", "-c", line}: the line runs with the session's shell state.
   std::string stdin_data;        ///< Fed to its stdin, then EOF. Never journaled.
+  bool stdin_stream = false;     ///< stdin stays open for the client (after stdin_data).
 };
 
 /// What the sandbox actor hands back once an exec is journaled: everything the gateway
@@ -85,6 +86,7 @@ struct exec_ticket {
   std::string session;
   bool shell = false;
   std::string stdin_data;
+  bool stdin_stream = false;
   std::vector<std::string> call_env;  ///< Names the request set (they apply to this call only).
   bool cwd_given = false;             ///< The request named a cwd (this call only).
 };

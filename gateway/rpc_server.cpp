@@ -131,6 +131,16 @@ class forward_sink final : public wire::OutputSink::Server {
     return sent;
   }
 
+  kj::Promise<void> started(StartedContext context) override {
+    KJ_IF_MAYBE(out, out_) {
+      auto req = out->startedRequest();
+      req.setStdin(context.getParams().getStdin());
+      // A client that does not implement started() just does not feed stdin.
+      return req.send().ignoreResult().catch_([](kj::Exception&&) {});
+    }
+    return kj::READY_NOW;
+  }
+
  private:
   kj::Maybe<wire::ExecOutput::Client> out_;  // Null: the client takes the output from the result.
   kj::Own<output_tally> tally_;
@@ -363,6 +373,7 @@ class sandbox_impl final : public wire::Sandbox::Server {
     req.session = str(r.getSession());
     auto in = r.getStdin();
     req.stdin_data.assign(reinterpret_cast<const char*>(in.begin()), in.size());
+    req.stdin_stream = r.getStdinStream();
     kj::Maybe<wire::ExecOutput::Client> output;
     if (params.hasOutput()) output = params.getOutput();
     auto collect = r.getCollectOutput();
@@ -394,6 +405,7 @@ class sandbox_impl final : public wire::Sandbox::Server {
             auto names = call.initCallEnv(t.call_env.size());
             for (unsigned i = 0; i < t.call_env.size(); ++i) names.set(i, t.call_env[i]);
             call.setCwdGiven(t.cwd_given);
+            call.setStdinStream(t.stdin_stream);
             call.setSink(kj::heap<forward_sink>(kj::mv(output), kj::addRef(*state->tally)));
             return call.send().then(
                 [this, state](capnp::Response<wire::Agent::ExecResults> res) -> kj::Promise<actors::exec_outcome> {

@@ -7,16 +7,19 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("warren::wire");
 using Files = import "files.capnp".Files;
+using ByteSink = import "files.capnp".ByteSink;
 
 interface Agent {
   exec @0 (argv :List(Text), env :List(Text), cwd :Text, timeoutMs :UInt64, sink :OutputSink,
-           session :Text, shell :Bool, stdin :Data, callEnv :List(Text), cwdGiven :Bool)
+           session :Text, shell :Bool, stdin :Data, callEnv :List(Text), cwdGiven :Bool,
+           stdinStream :Bool)
        -> (status :ExitStatus);
   # session: run in that shell session (state under /var/lib/warren/sessions/NAME; one exec
   # at a time per session); empty: none. shell: argv is ["/bin/bash", "-c", LINE] and LINE
   # runs with the session's state, which it may change. stdin: fed to the command, then EOF
   # (empty: /dev/null). callEnv / cwdGiven: what of env and cwd the caller set for this call
-  # only (never saved in the session).
+  # only (never saved in the session). stdinStream: stdin stays open; sink.started() gets a
+  # ByteSink for it once the command runs (after the `stdin` bytes).
   # Runs argv[0] (looked up in PATH of `env`) in a new session and process group, and in a
   # cgroup of its own (execs/eN below the sandbox's cgroup), with stdin from /dev/null unless
   # given. `env`: complete environment as NAME=VALUE. `timeoutMs`: 0 = none; at the deadline
@@ -39,6 +42,8 @@ interface Agent {
 interface OutputSink {
   write @0 (fd :UInt8, data :Data) -> stream;
   # A chunk read from the command's stdout (fd 1) or stderr (fd 2).
+  started @1 (stdin :ByteSink) -> ();
+  # With stdinStream: the command's stdin.
 }
 
 struct ExitStatus {

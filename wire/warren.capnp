@@ -10,6 +10,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("warren::wire");
 using Files = import "files.capnp".Files;
+using ByteSink = import "files.capnp".ByteSink;
 
 interface Login {
   # Bootstrap of the TCP listener: nothing is reachable before the bearer token is checked.
@@ -192,6 +193,10 @@ struct ExecRequest {
   # beyond is still streamed to `output` but cut from the result, which says so
   # (stdoutTruncated, stderrTruncated). 0: nothing kept. `output` may then be null: the
   # result alone carries the output, the way a non-streaming client wants it.
+  stdinStream @8 :Bool;
+  # Keep the command's stdin open for the client: once the command runs, the daemon calls
+  # output.started(stdin) with a sink for it; write chunks, then end() for EOF. (`stdin`
+  # bytes, if any, go first.)
 }
 
 struct EnvVar {
@@ -203,6 +208,8 @@ interface ExecOutput {
   # Implemented by the client; receives a command's output as it is produced.
   writeStdout @0 (data :Data) -> stream;  # A chunk of standard output, in order.
   writeStderr @1 (data :Data) -> stream;  # A chunk of standard error, in order.
+  started @2 (stdin :ByteSink) -> ();
+  # With stdinStream: the command runs; `stdin` feeds it (end() closes it).
 }
 
 struct ExecResult {

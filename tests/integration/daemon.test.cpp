@@ -296,6 +296,10 @@ TEST_CASE("sessions keep shell state between execs, per-call env and cwd stay pe
   std::ofstream(t.path + "/in") << "line one\nline two\n";
   auto fed = run({"/bin/sh", "-c", bin("warren") + " --socket " + d.socket + " exec s --stdin -- wc -l < " + t.path + "/in"});
   CHECK(fed.out == "2\n");
+  // Streamed from a pipe as it comes (the command sees EOF when the pipe closes).
+  auto piped = run({"/bin/sh", "-c", "(echo one; sleep 0.2; echo two) | " + bin("warren") + " --socket " + d.socket +
+                                         " exec s --stdin -- sh -c 'while read l; do echo got $l; done'"});
+  CHECK(piped.out == "got one\ngot two\n");
   CHECK(d.warren({"exec", "s", "--", "cat"}).out.empty());  // Without --stdin: /dev/null.
   // The state lives in the sandbox: it survives hibernation.
   REQUIRE(d.warren({"sleep", "s"}).code == 0);

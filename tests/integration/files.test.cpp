@@ -385,6 +385,17 @@ TEST_CASE("exec: without a stream, the result carries the output, capped and mar
   CHECK(big.getResult().getStdoutTruncated());
   CHECK(big.getResult().getStdoutBytes() == 1073741824u);
   CHECK(text(big.getResult().getStderr()) == "done\n");
+  {
+    auto with_input = sandbox.execRequest();
+    auto in = with_input.initRequest();
+    auto argv = in.initCommand().initArgv(3);
+    argv.set(0, "tr");
+    argv.set(1, "a-z");
+    argv.set(2, "A-Z");
+    in.setStdin(bytes("shout\n"));
+    in.setCollectOutput(100);
+    CHECK(text(with_input.send().wait(a.io.waitScope).getResult().getStdout()) == "SHOUT\n");
+  }
   auto req = sandbox.execRequest();
   auto r = req.initRequest();
   r.initCommand().setShell("true");

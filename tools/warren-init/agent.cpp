@@ -157,6 +157,53 @@ int spawn_command(const std::string& program, std::vector<std::string> argv, con
   return rc;
 }
 
+// The write end of a command's stdin pipe, shared by the exec and its stdin_sink.
+struct stdin_pipe : kj::Refcounted {
+  explicit stdin_pipe(kj::Own<kj::AsyncOutputStream> s) : stream(kj::mv(s)) {}
+  kj::Own<kj::AsyncOutputStream> stream;
+};
+
+// A command's stdin, handed to the caller (stdinStream): chunks go to the pipe in order,
+// flow-controlled by the pipe; end() closes it (EOF), as does dropping the sink.
+class stdin_sink final : public wire::ByteSink::Server {
+ public:
+  stdin_sink(kj::Own<stdin_pipe> pipe, kj::ForkedPromise<void> first)
+      : pipe_(kj::mv(pipe)), tail_(first.addBranch()) {}
+
+ protected:
+  kj::Promise<void> write(WriteContext context) override {
+    auto data = kj::heapArray<kj::byte>(context.getParams().getData());
+    KJ_IF_MAYBE(p, pipe_) {
+      auto* stream = (*p)->stream.get();
+      auto done = tail_.then([stream, data = kj::mv(data)]() mutable {
+                         auto* bytes = data.begin();
+                         auto size = data.size();
+                         return stream->write(bytes, size).attach(kj::mv(data));
+                       })
+                      .fork();
+      tail_ = done.addBranch();
+      return done.addBranch().catch_([](kj::Exception&&) -> kj::Promise<void> {
+        return KJ_EXCEPTION(DISCONNECTED, "the command's stdin is closed (it exited or closed it)");
+      });
+    }
+    return KJ_EXCEPTION(FAILED, "invalid_argument: stdin was already ended");
+  }
+  kj::Promise<void> end(EndContext) override {
+    auto closing = kj::mv(tail_);
+    tail_ = kj::READY_NOW;
+    KJ_IF_MAYBE(p, pipe_) {
+      auto pipe = kj::mv(*p);
+      pipe_ = nullptr;
+      return closing.catch_([](kj::Exception&&) {}).attach(kj::mv(pipe));  // Released: EOF.
+    }
+    return kj::READY_NOW;
+  }
+
+ private:
+  kj::Maybe<kj::Own<stdin_pipe>> pipe_;
+  kj::Promise<void> tail_;
+};
+
 class agent_impl final : public wire::Agent::Server {
  public:
   agent_impl(kj::AsyncIoContext& io, int exec_cgroups) : io_(io), exec_cgroups_(exec_cgroups) {}
@@ -251,8 +298,9 @@ class agent_impl final : public wire::Agent::Server {
     check(::pipe2(err, O_CLOEXEC), "pipe2");
     unique_fd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]);
     auto input = params.getStdin();
+    bool stdin_stream = params.getStdinStream();
     unique_fd in_r, in_w;
-    if (input.size() > 0) {
+    if (input.size() > 0 || stdin_stream) {
       int in[2];
       check(::pipe2(in, O_CLOEXEC), "pipe2");
       in_r.reset(in[0]);
@@ -289,14 +337,20 @@ class agent_impl final : public wire::Agent::Server {
     kj::Promise<void> feed = kj::READY_NOW;
     if (in_w.get() >= 0) {
       // stdin is written while the command runs; closing the pipe afterwards is its EOF. A
-      // command that stops reading early just ends the feed (EPIPE).
-      auto in_stream = low.wrapOutputFd(in_w.release(), flags);
+      // command that stops reading early just ends the feed (EPIPE). With a stream, the
+      // caller's sink takes over after the bytes, and its end() (or the sink's release)
+      // closes the pipe.
+      auto in_stream = kj::refcounted<stdin_pipe>(low.wrapOutputFd(in_w.release(), flags));
       auto data = kj::heapArray<kj::byte>(input);
-      auto& ref = *in_stream;
-      feed = ref.write(data.begin(), data.size())
-                 .attach(kj::mv(in_stream), kj::mv(data))
-                 .catch_([](kj::Exception&&) {})
-                 .eagerlyEvaluate(nullptr);
+      auto first = data.size() ? in_stream->stream->write(data.begin(), data.size()).attach(kj::mv(data))
+                               : kj::Promise<void>(kj::READY_NOW);
+      if (stdin_stream) {
+        auto req = sink.startedRequest();
+        req.setStdin(kj::heap<stdin_sink>(kj::addRef(*in_stream), first.fork()));
+        feed = req.send().ignoreResult().catch_([](kj::Exception&&) {}).eagerlyEvaluate(nullptr);
+      } else {
+        feed = first.attach(kj::mv(in_stream)).catch_([](kj::Exception&&) {}).eagerlyEvaluate(nullptr);
+      }
     }
     exec_job* raw = job.get();
     auto pumps = kj::joinPromises(kj::arr(pump(*out_stream, 1, sink, raw), pump(*err_stream, 2, sink, raw)))

@@ -9,6 +9,7 @@
 
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -40,7 +41,7 @@ commands:
         with the command's exit code. --shell runs CMD as one bash command line. Execs run
         in a shell session (default: "default"), one after the other: `cd`, `export`,
         variables and functions of --shell commands persist to the next exec of the session;
-        --env and --cwd apply to that call only. --stdin feeds our stdin (up to 16 MiB).
+        --env and --cwd apply to that call only. --stdin streams our stdin to the command.
   create NAME [--sleep-after DURATION] [--keep-alive] [--memory SIZE] [--pids N] [--cpus N] [--disk SIZE]
         create a sandbox (exec creates one too, with the defaults: sleep after 10m and the
         daemon's limits); SIZE like 512M or 2G, --cpus like 0.5
@@ -109,7 +110,9 @@ struct output_counts {
 // Writes a command's output to our own stdout/stderr as it arrives, counting bytes.
 class terminal_output final : public warren::wire::ExecOutput::Server {
  public:
-  explicit terminal_output(output_counts& counts) : counts_(counts) {}
+  // With `io`, the command's stdin is fed from ours, streamed as it comes (a pipe, a terminal
+  // or a file), until EOF.
+  terminal_output(output_counts& counts, kj::AsyncIoContext* io) : counts_(counts), io_(io) {}
 
  protected:
   kj::Promise<void> writeStdout(WriteStdoutContext context) override {
@@ -125,8 +128,44 @@ class terminal_output final : public warren::wire::ExecOutput::Server {
     return kj::READY_NOW;
   }
 
+  kj::Promise<void> started(StartedContext context) override {
+    if (!io_) return kj::READY_NOW;
+    struct stat st {};
+    // Pipes, sockets and terminals are waited on; files and devices like /dev/zero (which
+    // epoll refuses) are read directly.
+    bool regular = ::fstat(0, &st) == 0 && !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode) && !::isatty(0);
+    if (!regular) in_ = io_->lowLevelProvider->wrapInputFd(0);
+    feeding_ = feed(context.getParams().getStdin())
+                   .catch_([](kj::Exception&&) {})  // The command stopped reading: fine.
+                   .eagerlyEvaluate(nullptr);
+    return kj::READY_NOW;
+  }
+
  private:
+  // One chunk of our stdin (a regular file is read directly: epoll does not take files).
+  kj::Promise<std::size_t> read_chunk(kj::byte* buf, std::size_t size) {
+    KJ_IF_MAYBE(in, in_) { return (*in)->tryRead(buf, 1, size); }
+    ssize_t n;
+    while ((n = ::read(0, buf, size)) < 0 && errno == EINTR) {
+    }
+    return n < 0 ? 0 : static_cast<std::size_t>(n);
+  }
+
+  kj::Promise<void> feed(warren::wire::ByteSink::Client sink) {
+    auto buf = kj::heapArray<kj::byte>(64 * 1024);
+    auto* p = buf.begin();
+    return read_chunk(p, buf.size()).then([this, sink, buf = kj::mv(buf)](std::size_t n) mutable -> kj::Promise<void> {
+      if (n == 0) return sink.endRequest().send().ignoreResult();
+      auto req = sink.writeRequest();
+      req.setData(buf.slice(0, n));
+      return req.send().then([this, sink]() mutable { return feed(sink); });
+    });
+  }
+
   output_counts& counts_;  // Borrowed from cmd_exec, which outlives the connection's calls.
+  kj::AsyncIoContext* io_;
+  kj::Maybe<kj::Own<kj::AsyncInputStream>> in_;
+  kj::Promise<void> feeding_ = kj::READY_NOW;
 };
 
 
@@ -262,18 +301,9 @@ int cmd_exec(connection& c, const options& o) {
   r.setCwd(cwd);
   r.setTimeoutMs(timeout_ms);
   r.setSession(session);
-  std::string input;
-  if (with_stdin) {
-    char buf[65536];
-    ssize_t n;
-    while ((n = ::read(0, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-      if (n > 0) input.append(buf, static_cast<std::size_t>(n));
-      if (input.size() > (16u << 20)) die("--stdin takes at most 16 MiB (stream larger data with warren cp)");
-    }
-  }
-  r.setStdin(kj::arrayPtr(reinterpret_cast<const kj::byte*>(input.data()), input.size()));
+  r.setStdinStream(with_stdin);
   output_counts counts;
-  req.setOutput(kj::heap<terminal_output>(counts));
+  req.setOutput(kj::heap<terminal_output>(counts, with_stdin ? &c.io : nullptr));
   auto res = req.send().wait(c.io.waitScope);
   auto result = res.getResult();
   // The result can be seen before the last output calls have been dispatched here (local
