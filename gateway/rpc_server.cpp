@@ -71,6 +71,9 @@ struct output_tally : kj::Refcounted {
   // With collectOutput: the first `keep` bytes of each stream, for the result.
   std::size_t keep = 0;
   std::string kept[2];
+  // finishOnCancel: once the client is gone, output is dropped and the command runs on.
+  bool client_may_go = false;
+  bool client_gone = false;
   bool truncated[2] = {false, false};
 
   void collect(int stream, capnp::Data::Reader data) {
@@ -115,6 +118,7 @@ class forward_sink final : public wire::OutputSink::Server {
     kj::Promise<void> sent = kj::READY_NOW;
     bool err = p.getFd() == 2;
     tally_->collect(err ? 1 : 0, data);
+    if (tally_->client_gone) out_ = nullptr;
     KJ_IF_MAYBE(out, out_) {
       if (err) {
         auto req = out->writeStderrRequest(capnp::MessageSize{data.size() / 8 + 8, 0});
@@ -128,6 +132,10 @@ class forward_sink final : public wire::OutputSink::Server {
     }
     (err ? tally_->err : tally_->out) += data.size();
     tally_->check();
+    if (tally_->client_may_go) {
+      auto* tally = tally_.get();
+      return sent.catch_([tally](kj::Exception&&) { tally->client_gone = true; });
+    }
     return sent;
   }
 
@@ -356,9 +364,10 @@ class sandbox_impl final : public wire::Sandbox::Server {
   }
 
   kj::Promise<void> exec(ExecContext context) override {
-    context.allowCancellation();  // A client that goes away kills its command.
     auto params = context.getParams();
     auto r = params.getRequest();
+    bool finish_on_cancel = r.getFinishOnCancel();
+    if (!finish_on_cancel) context.allowCancellation();  // A client that goes away kills its command.
     actors::exec_request req;
     auto command = r.getCommand();
     if (command.isShell()) {
@@ -382,6 +391,7 @@ class sandbox_impl final : public wire::Sandbox::Server {
     auto run = kj::heap<exec_run>(ctx_, name_, id_);
     auto* state = run.get();
     state->tally->keep = collect;
+    state->tally->client_may_go = finish_on_cancel;
 
     return ctx_.calls
         .call<actors::exec_ticket>(

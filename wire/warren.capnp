@@ -197,6 +197,9 @@ struct ExecRequest {
   # Keep the command's stdin open for the client: once the command runs, the daemon calls
   # output.started(stdin) with a sink for it; write chunks, then end() for EOF. (`stdin`
   # bytes, if any, go first.)
+  finishOnCancel @9 :Bool;
+  # When the client cancels the call or disconnects, let the command run to its end (its
+  # output is then dropped; its end is journaled) instead of killing it (the default).
 }
 
 struct EnvVar {

@@ -93,6 +93,19 @@ TEST_CASE("a client that disconnects mid-exec does not leak the process", "[e2e]
   CHECK(d.warren({"exec", "demo", "--", "echo", "ok"}).out == "ok\n");
 }
 
+TEST_CASE("with finish-on-disconnect, a command outlives its client and its end is journaled", "[e2e]") {
+  warrend_process d;
+  REQUIRE(d.warren({"exec", "fin", "--", "true"}).code == 0);
+  auto cli = spawn({bin("warren"), "--socket", d.socket, "exec", "fin", "--finish-on-disconnect", "--shell", "--",
+                    "sleep 1.5; echo done > /workspace/marker; seq 1 100000"});
+  REQUIRE(eventually([] { return !commands("sleep 1.5").empty(); }));
+  ::kill(cli, SIGKILL);
+  ::waitpid(cli, nullptr, 0);
+  // It ran to its end although nobody reads its output any more.
+  CHECK(eventually([&] { return d.warren({"exec", "fin", "--session", "check", "--", "cat", "/workspace/marker"}).out == "done\n"; }));
+  CHECK(eventually([&] { return d.warren({"journal", "fin"}).out.find("exec 2 finished: exit 0") != std::string::npos; }));
+}
+
 TEST_CASE("warren ls lists sandboxes and warren rm removes every trace", "[e2e]") {
   warrend_process d;
   REQUIRE(d.warren({"exec", "one", "--", "sh", "-c", "echo data > /workspace/f"}).code == 0);

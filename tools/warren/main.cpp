@@ -36,12 +36,15 @@ namespace {
 constexpr const char* usage = R"(usage: warren [global options] COMMAND [args]
 
 commands:
-  exec NAME [--env K=V]... [--cwd DIR] [--timeout SECONDS] [--shell] [--session S] [--stdin] -- CMD [ARGS...]
+  exec NAME [--env K=V]... [--cwd DIR] [--timeout SECONDS] [--shell] [--session S] [--stdin]
+       [--finish-on-disconnect] -- CMD [ARGS...]
         run CMD in sandbox NAME (created if needed); output streams live, and warren exits
         with the command's exit code. --shell runs CMD as one bash command line. Execs run
         in a shell session (default: "default"), one after the other: `cd`, `export`,
         variables and functions of --shell commands persist to the next exec of the session;
         --env and --cwd apply to that call only. --stdin streams our stdin to the command.
+        --finish-on-disconnect: if warren is interrupted, the command runs to its end
+        (default: it is killed).
   create NAME [--sleep-after DURATION] [--keep-alive] [--memory SIZE] [--pids N] [--cpus N] [--disk SIZE]
         create a sandbox (exec creates one too, with the defaults: sleep after 10m and the
         daemon's limits); SIZE like 512M or 2G, --cpus like 0.5
@@ -241,7 +244,7 @@ int cmd_exec(connection& c, const options& o) {
   std::vector<std::pair<std::string, std::string>> env;
   std::string cwd;
   std::uint64_t timeout_ms = 0;
-  bool shell = false, with_stdin = false;
+  bool shell = false, with_stdin = false, finish = false;
   std::string session;
   for (; i < a.size(); ++i) {
     auto& f = a[i];
@@ -272,6 +275,8 @@ int cmd_exec(connection& c, const options& o) {
       session = value();
     } else if (f == "--stdin" || f == "-i") {
       with_stdin = true;
+    } else if (f == "--finish-on-disconnect") {
+      finish = true;
     } else if (f.rfind("-", 0) == 0) {
       die("unknown exec option " + f + " (put the command after --)", exit_usage);
     } else {
@@ -302,6 +307,7 @@ int cmd_exec(connection& c, const options& o) {
   r.setTimeoutMs(timeout_ms);
   r.setSession(session);
   r.setStdinStream(with_stdin);
+  r.setFinishOnCancel(finish);
   output_counts counts;
   req.setOutput(kj::heap<terminal_output>(counts, with_stdin ? &c.io : nullptr));
   auto res = req.send().wait(c.io.waitScope);
