@@ -207,6 +207,10 @@ TEST_CASE("files: bad input gets a precise error and writes nothing", "[files]")
   CHECK(read_error(a, f, std::string("/work\xff\xfe", 7)).find("UTF-8") != std::string::npos);
   CHECK(read_error(a, f, "/" + std::string(5000, 'a')).find("4096") != std::string::npos);
   CHECK(read_error(a, f, "/" + std::string(300, 'a')).find("255") != std::string::npos);
+  // The sandbox's own permissions: /proc/sys is read-only inside.
+  auto rm_ro = f.removeRequest();
+  rm_ro.setPath("/proc/sys/kernel/hostname");
+  CHECK(code(a.error_of(rm_ro)) == "permission_denied");
   auto rm_root = f.removeRequest();
   rm_root.setPath("/workspace");
   rm_root.setRecursive(true);
@@ -259,6 +263,13 @@ TEST_CASE("files attack: paths stay inside the sandbox whatever .., symlinks and
   REQUIRE(sh(d, "x", "ln -s " + marker + " /workspace/to-host; ln -s ../../../../../../../.. /workspace/up;"
                       " ln -s /proc/1/fd/3 /workspace/agent; ln -s /proc/1/root /workspace/pid1root").code == 0);
   CHECK(read_error(a, f, "to-host").rfind("not_found", 0) == 0);
+  // The host's /etc/shadow is never what a path inside names.
+  std::ifstream host_shadow("/etc/shadow");
+  std::string shadow((std::istreambuf_iterator<char>(host_shadow)), std::istreambuf_iterator<char>());
+  REQUIRE(sh(d, "x", "ln -s /etc/shadow /workspace/shadow").code == 0);
+  auto shadow_error = read_error(a, f, "shadow");
+  if (shadow_error.empty()) CHECK(read(a, f, "shadow") != shadow);
+  else CHECK(shadow_error.rfind("not_found", 0) == 0);  // The sandbox has none of its own.
   CHECK(read_error(a, f, "up" + marker).rfind("not_found", 0) == 0);
   CHECK(read(a, f, "up/etc/hostname") == "x\n");
   // Magic links are refused, even the agent's own link to the daemon.
