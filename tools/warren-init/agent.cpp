@@ -7,6 +7,9 @@
 #include <kj/debug.h>
 
 #include <fcntl.h>
+#include <sched.h>
+#include <linux/close_range.h>
+#include <sys/syscall.h>
 #include <spawn.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -106,55 +109,67 @@ std::string resolve_program(const std::string& prog, const std::vector<std::stri
   return "";
 }
 
-// Starts the command with posix_spawn (clone with CLONE_VM|CLONE_VFORK: no copy of PID 1's
-// page tables). Capabilities and no_new_privs were set once for PID 1 and are inherited.
-// Returns the pid, or the errno of the failed spawn.
-//
-// With `cgroup_procs` (the cgroup.procs of the exec's own cgroup), the command starts through
-// warren-init's exec shim (/proc/self/exe: this binary, whatever the sandbox's mounts are),
-// which moves itself into that cgroup and then execs the command: so the command is in its
-// cgroup from its first instruction and cannot leave it by racing. (clone3 with
-// CLONE_INTO_CGROUP would do it without the shim, but the sandbox's seccomp filter refuses
-// clone3, whose flags it cannot inspect, and PID 1 runs under that filter too.)
-int spawn_command(const std::string& program, std::vector<std::string> argv, const std::vector<std::string>& env,
-                  const std::string& cwd, int in, int out, int err, int cgroup_procs, pid_t& pid) {
-  std::string path = program;
-  if (cgroup_procs >= 0) {
-    argv.insert(argv.begin(), {"/proc/self/exe", exec_shim_flag, program});
-    path = "/proc/self/exe";
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  if (in >= 0) posix_spawn_file_actions_adddup2(&fa, in, 0);
-  else posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, out, 1);
-  posix_spawn_file_actions_adddup2(&fa, err, 2);
-  posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
-  if (cgroup_procs >= 0) {
-    posix_spawn_file_actions_adddup2(&fa, cgroup_procs, 3);
-    posix_spawn_file_actions_addclosefrom_np(&fa, 4);
-  } else {
-    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-  }
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, defaults;
+// Starts a command: clone with CLONE_VM|CLONE_VFORK (like posix_spawn: no copy of PID 1's
+// page tables; PID 1 waits until the child has exec'd or failed) and a child that, on its
+// own stack and with system calls only, makes itself a session leader, joins the exec's own
+// cgroup (`cgroup_procs`, -1: none) and sets up its fds and directory before execve. So the
+// command is in its cgroup from its first instruction and cannot leave it by racing; the
+// one process needs one exec. (posix_spawn cannot join a cgroup, and clone3 with
+// CLONE_INTO_CGROUP is refused by the sandbox's seccomp filter, which PID 1 runs under too.)
+// Capabilities and no_new_privs were set once for PID 1 and are inherited.
+struct spawn_args {
+  const char* program;
+  char* const* argv;
+  char* const* envp;
+  const char* cwd;
+  int in, out, err, cgroup_procs;
+  int error;  // Set by the child when it cannot exec (shared memory: CLONE_VM).
+};
+
+int spawn_child(void* p) {
+  auto* a = static_cast<spawn_args*>(p);
+  // KJ ignores SIGPIPE (an ignored signal would survive exec) and blocks others; the
+  // handler table is the child's own copy (no CLONE_SIGHAND).
+  for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+  sigset_t none;
   sigemptyset(&none);
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGPIPE);  // KJ ignores it; an ignored signal would survive exec.
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  // A session (and process group) of its own, so that the whole tree can be signalled.
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  int in = a->in >= 0 ? a->in : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (::setsid() < 0 || (a->cgroup_procs >= 0 && ::write(a->cgroup_procs, "0", 1) != 1) || in < 0 ||
+      ::dup2(in, 0) < 0 || ::dup2(a->out, 1) < 0 || ::dup2(a->err, 2) < 0 || ::chdir(a->cwd) < 0) {
+    a->error = errno;
+    ::_exit(127);
+  }
+  ::syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);  // Nothing of PID 1 leaks in.
+  ::execve(a->program, a->argv, a->envp);
+  a->error = errno;
+  ::_exit(127);
+}
+
+alignas(64) char spawn_stack[64 * 1024];  // PID 1 is single-threaded and waits (vfork).
+
+int spawn_command(const std::string& program, const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                  const std::string& cwd, int in, int out, int err, int cgroup_procs, pid_t& pid) {
   std::vector<char*> args, envp;
   for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  int rc = ::posix_spawn(&pid, path.c_str(), &fa, &attr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  return rc;
+  spawn_args a{program.c_str(), args.data(), envp.data(), cwd.c_str(), in, out, err, cgroup_procs, 0};
+  // No handler of ours may run on the child's stack between clone and its reset.
+  sigset_t all, old;
+  sigfillset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, &old);
+  int rc = ::clone(spawn_child, spawn_stack + sizeof spawn_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+  int clone_errno = errno;
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  if (rc < 0) return clone_errno;
+  pid = rc;
+  if (a.error != 0) {
+    ::waitpid(pid, nullptr, 0);  // Gone already (vfork semantics); reap it here.
+    return a.error;
+  }
+  return 0;
 }
 
 // The write end of a command's stdin pipe, shared by the exec and its stdin_sink.

@@ -67,23 +67,7 @@ void report(const std::string& msg) {
 
 }  // namespace
 
-// The exec shim (see exec_shim_flag): runs in place of a command for a moment, as one of
-// the sandbox's processes, and only joins a cgroup and execs.
-[[noreturn]] void exec_shim(int argc, char** argv) {
-  extern char** environ;
-  int fail = ::write(3, "0", 1) == 1 ? 0 : errno;  // "0": the writing process itself.
-  ::close(3);
-  if (fail == 0 && argc > 3) {
-    ::execve(argv[2], argv + 3, environ);
-    fail = errno;
-  }
-  std::string msg = std::string("warren: ") + (argc > 3 ? argv[3] : "?") + ": " + std::strerror(fail ? fail : EINVAL) + "\n";
-  write_all(2, msg.data(), msg.size());
-  ::_exit(fail == ENOENT ? 127 : 126);
-}
-
 int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], exec_shim_flag) == 0) exec_shim(argc, argv);
   int exec_cgroups = -1;
   try {
     // First: die with the daemon. (getppid() is 0 here, the parent being outside our pid

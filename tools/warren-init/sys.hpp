@@ -138,10 +138,6 @@ bool create_session(const std::string& name, const std::vector<std::string>& env
 std::vector<std::pair<std::string, std::string>> list_sessions();  ///< (name, cwd), sorted.
 bool delete_session(const std::string& name);
 
-/// main.cpp: the exec shim. `warren-init --exec-in-cgroup PROGRAM ARGV0 ARGS...` with the
-/// cgroup.procs of the exec's cgroup on fd 3 joins that cgroup, then execs PROGRAM.
-constexpr const char* exec_shim_flag = "--exec-in-cgroup";
-
 /// agent.cpp: serves the Agent interface on `sock_fd` until the daemon hangs up; each exec
 /// runs in a cgroup of its own below `exec_cgroups` (-1: none, process groups only).
 int serve_agent(int sock_fd, int exec_cgroups);
