@@ -44,13 +44,17 @@ void apply(sandbox_record& rec, const wire::envelope& e) {
              e.body);
 }
 
+error validate_session_name(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 63;
+  for (char c : name) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_');
+  if (!ok) return make_error(errc::invalid_argument, "session names are 1-63 characters of a-z, 0-9, '-' and '_'");
+  return {};
+}
+
 error validate_exec(const exec_request& req, const exec_limits& limits) {
   auto bad = [](std::string what) { return make_error(errc::invalid_argument, std::move(what)); };
-  if (!req.session.empty()) {
-    bool ok = req.session.size() <= 63;
-    for (char c : req.session) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_');
-    if (!ok) return bad("session names are 1-63 characters of a-z, 0-9, '-' and '_'");
-  }
+  if (!req.session.empty())
+    if (auto e = validate_session_name(req.session)) return e;
   if (req.stdin_data.size() > limits.max_stdin)
     return bad("stdin is " + std::to_string(req.stdin_data.size()) + " bytes; the limit for one exec is " +
                std::to_string(limits.max_stdin));

@@ -54,6 +54,9 @@ void apply(sandbox_record& rec, const wire::envelope& e);
 /// env names valid, cwd absolute). Returns an invalid_argument error naming the field.
 error validate_exec(const exec_request& req, const exec_limits& limits = {});
 
+/// Shell session names: 1-63 characters of a-z, 0-9, '-' and '_'.
+error validate_session_name(const std::string& name);
+
 /// The environment every command starts with, before the request's own variables.
 std::vector<std::pair<std::string, std::string>> default_env(const std::string& sandbox_name);
 

@@ -307,12 +307,12 @@ class sandbox_impl final : public wire::Sandbox::Server {
 
   kj::Promise<void> createSession(CreateSessionContext context) override {
     auto p = context.getParams();
-    actors::exec_request check;  // The exec rules validate the name, env and cwd.
+    actors::exec_request check;  // The exec rules validate env and cwd.
     check.argv = {"true"};
     check.session = str(p.getName());
     check.cwd = str(p.getCwd());
     for (auto e : p.getEnv()) check.env.emplace_back(str(e.getName()), str(e.getValue()));
-    if (check.session.empty()) return to_kj(make_error(errc::invalid_argument, "the session needs a name"));
+    if (auto e = actors::validate_session_name(check.session)) return to_kj(e);
     if (auto e = actors::validate_exec(check)) return to_kj(e);
     std::vector<std::string> env;
     std::map<std::string, std::string> merged;
@@ -345,12 +345,9 @@ class sandbox_impl final : public wire::Sandbox::Server {
   }
 
   kj::Promise<void> deleteSession(DeleteSessionContext context) override {
-    actors::exec_request check;
-    check.argv = {"true"};
-    check.session = str(context.getParams().getName());
-    if (check.session.empty()) return to_kj(make_error(errc::invalid_argument, "the session needs a name"));
-    if (auto e = actors::validate_exec(check)) return to_kj(e);
-    return with_held_agent(ctx_, name_, id_, [context, name = check.session](wire::Agent::Client& agent) mutable {
+    auto name = str(context.getParams().getName());
+    if (auto e = actors::validate_session_name(name)) return to_kj(e);
+    return with_held_agent(ctx_, name_, id_, [context, name](wire::Agent::Client& agent) mutable {
       auto req = agent.deleteSessionRequest();
       req.setName(name);
       return req.send().then([context](auto res) mutable { context.getResults().setExisted(res.getExisted()); });

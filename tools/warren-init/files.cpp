@@ -554,18 +554,26 @@ class files_impl final : public wire::Files::Server {
     return kj::heap<file_sink>(dir.release(), tmp, path.name(), path.str(), fd, mode, options.getNoOverwrite());
   }
 
+  // The names in directory `dir` (not "." and ".."); errors name `what` and `shown`.
+  static std::vector<std::string> names_in(int dir, const char* what, const std::string& shown) {
+    int own = ::dup(dir);
+    DIR* d = own < 0 ? nullptr : ::fdopendir(own);
+    if (!d) {
+      int err = errno;
+      if (own >= 0) ::close(own);
+      throw_errno(err, what, shown);
+    }
+    std::vector<std::string> names;
+    while (auto* e = ::readdir(d))
+      if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) names.emplace_back(e->d_name);
+    ::closedir(d);
+    return names;
+  }
+
   void walk(int dir, const std::string& prefix, bool recursive, bool hidden, std::uint32_t limit,
             std::vector<entry>& out, bool& truncated) {
-    int own = ::dup(dir);
-    DIR* d = ::fdopendir(own);
-    if (!d) {
-      ::close(own);
-      throw_errno(errno, "list", prefix.empty() ? "/" : prefix);
-    }
     std::vector<std::string> subdirs;
-    while (auto* e = ::readdir(d)) {
-      std::string name = e->d_name;
-      if (name == "." || name == "..") continue;
+    for (auto& name : names_in(dir, "list", prefix.empty() ? "/" : prefix)) {
       if (!hidden && name[0] == '.') continue;
       if (out.size() >= limit) {
         truncated = true;
@@ -578,7 +586,6 @@ class files_impl final : public wire::Files::Server {
       if (recursive && S_ISDIR(item.st.st_mode)) subdirs.push_back(name);
       out.push_back(std::move(item));
     }
-    ::closedir(d);
     for (auto& name : subdirs) {
       if (truncated) return;
       unique_fd sub(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -594,17 +601,7 @@ class files_impl final : public wire::Files::Server {
     {
       unique_fd sub(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (sub.get() < 0) throw_errno(errno, "remove", shown);
-      int own = ::dup(sub.get());
-      DIR* d = ::fdopendir(own);
-      if (!d) {
-        ::close(own);
-        throw_errno(errno, "remove", shown);
-      }
-      std::vector<std::string> names;
-      while (auto* e = ::readdir(d))
-        if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) names.emplace_back(e->d_name);
-      ::closedir(d);
-      for (auto& n : names) remove_tree_at(sub.get(), n, shown + "/" + n, true);
+      for (auto& n : names_in(sub.get(), "remove", shown)) remove_tree_at(sub.get(), n, shown + "/" + n, true);
     }
     if (::unlinkat(dir, name.c_str(), AT_REMOVEDIR) < 0) throw_errno(errno, "remove", shown);
   }
@@ -620,25 +617,15 @@ class files_impl final : public wire::Files::Server {
       unique_fd src(::openat(from, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       unique_fd dst(::openat(to, to_name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (src.get() < 0 || dst.get() < 0) throw_errno(errno, "move", shown);
-      int own = ::dup(src.get());
-      DIR* d = ::fdopendir(own);
-      if (!d) {
-        ::close(own);
-        throw_errno(errno, "move", shown);
-      }
-      std::vector<std::string> names;
-      while (auto* e = ::readdir(d))
-        if (std::strcmp(e->d_name, ".") && std::strcmp(e->d_name, "..")) names.emplace_back(e->d_name);
-      ::closedir(d);
-      for (auto& n : names) copy_tree_at(src.get(), n, dst.get(), n, shown + "/" + n);
+      for (auto& n : names_in(src.get(), "move", shown)) copy_tree_at(src.get(), n, dst.get(), n, shown + "/" + n);
     } else if (S_ISREG(st.st_mode)) {
       unique_fd in(::openat(from, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
       unique_fd out(::openat(to, to_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, st.st_mode & 07777));
       if (in.get() < 0 || out.get() < 0) throw_errno(errno, "move", shown);
-      char buf[chunk_bytes];
+      std::vector<char> buf(chunk_bytes);  // On the heap: this recursion may go deep.
       ssize_t n;
-      while ((n = ::read(in.get(), buf, sizeof buf)) > 0)
-        if (!write_all(out.get(), buf, static_cast<std::size_t>(n))) throw_errno(errno, "move", shown);
+      while ((n = ::read(in.get(), buf.data(), buf.size())) > 0)
+        if (!write_all(out.get(), buf.data(), static_cast<std::size_t>(n))) throw_errno(errno, "move", shown);
       if (n < 0) throw_errno(errno, "move", shown);
     } else {
       throw_code("invalid_argument", "move " + shown + ": devices, FIFOs and sockets cannot be moved across filesystems");
