@@ -340,6 +340,7 @@ class null_bytes final : public warren::wire::ByteSink::Server {
 // File throughput through the files API (atomic writes: temp file, fsync, rename) next to
 // `cp` of the same sizes on the host's disk, interleaved.
 void bench_files(client& c, const std::string& scratch, int n, std::vector<row>& rows) {
+  const std::size_t chunk_bytes = 256 << 10;  // One openWrite chunk, as `warren cp` sends them.
   auto req = c.root.sandboxRequest();
   req.setName("files");
   auto files = req.send().getSandbox().filesRequest().send().getFiles();
@@ -351,7 +352,7 @@ void bench_files(client& c, const std::string& scratch, int n, std::vector<row>&
       std::string block(1 << 20, 'w');
       for (std::size_t i = 0; i < size >> 20; ++i) out.write(block.data(), static_cast<std::streamsize>(block.size()));
     }
-    std::string chunk(256 * 1024, 'w');
+    std::string chunk(chunk_bytes, 'w');
     std::vector<double> cp_ms, write_ms, read_ms;
     int runs = size > (std::size_t(1) << 20) ? std::max(3, n / 10) : n;
     for (int i = 0; i < runs; ++i) {
@@ -595,15 +596,17 @@ std::string json_str(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string warrend, out = "bench.json";
+  std::string warrend, out = "bench.json", only;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") quick = true;
     else if (a == "--warrend" && i + 1 < argc) warrend = argv[++i];
     else if (a == "--out" && i + 1 < argc) out = argv[++i];
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: warren_bench --warrend PATH [--quick] [--out FILE]\n");
+      std::fprintf(stderr, "usage: warren_bench --warrend PATH [--quick] [--out FILE] "
+                           "[--only latency|files|burst|density|hibernation|jail|journal]\n");
       return 2;
     }
   }
@@ -619,21 +622,36 @@ int main(int argc, char** argv) {
     daemon_under_test d(warrend);
     auto io = kj::setupAsyncIo();
     client c(io, d.socket);
-    std::fprintf(stderr, "warren_bench: latency (n=%d) ...\n", n);
-    bench_latency(c, n, rows);
-    std::fprintf(stderr, "warren_bench: files ...\n");
-    bench_files(c, d.dir, n, rows);
-    std::fprintf(stderr, "warren_bench: burst ...\n");
-    bench_burst(c, rows);
-    std::fprintf(stderr, "warren_bench: density (N=%d) ...\n", density);
-    bench_density(c, d, density, rows);
-    std::fprintf(stderr, "warren_bench: hibernation ...\n");
-    bench_hibernation(c, d, quick ? 15 : 60, quick ? 500 : 2000, rows);
+    auto want = [&](const char* part) { return only.empty() || only == part; };
+    if (want("latency")) {
+      std::fprintf(stderr, "warren_bench: latency (n=%d) ...\n", n);
+      bench_latency(c, n, rows);
+    }
+    if (want("files")) {
+      std::fprintf(stderr, "warren_bench: files ...\n");
+      bench_files(c, d.dir, n, rows);
+    }
+    if (want("burst")) {
+      std::fprintf(stderr, "warren_bench: burst ...\n");
+      bench_burst(c, rows);
+    }
+    if (want("density")) {
+      std::fprintf(stderr, "warren_bench: density (N=%d) ...\n", density);
+      bench_density(c, d, density, rows);
+    }
+    if (want("hibernation")) {
+      std::fprintf(stderr, "warren_bench: hibernation ...\n");
+      bench_hibernation(c, d, quick ? 15 : 60, quick ? 500 : 2000, rows);
+    }
   }
-  std::fprintf(stderr, "warren_bench: jail layers (n=%d) ...\n", n);
-  bench_jail(warrend, n, rows);
-  std::fprintf(stderr, "warren_bench: journal ...\n");
-  bench_journal(events, replay, rows);
+  if (only.empty() || only == "jail") {
+    std::fprintf(stderr, "warren_bench: jail layers (n=%d) ...\n", n);
+    bench_jail(warrend, n, rows);
+  }
+  if (only.empty() || only == "journal") {
+    std::fprintf(stderr, "warren_bench: journal ...\n");
+    bench_journal(events, replay, rows);
+  }
 
   std::printf("\n| figure | unit | p50 | p90 | p99 | n | baseline | ratio | goal |\n");
   std::printf("|---|---|---:|---:|---:|---:|---|---:|---|\n");
