@@ -130,7 +130,8 @@ exec_decision decide_exec(const sandbox_record& rec, const exec_request& req) {
 
   d.event.exec_id = d.ticket.exec_id;
   d.event.argv = req.argv;
-  d.event.cwd = d.ticket.cwd;
+  d.event.cwd = req.cwd;  // Empty: the session's directory applied.
+  d.event.session = d.ticket.session;
   for (auto& kv : req.env) d.event.env_names.push_back(kv.first);
   d.event.timeout_ms = req.timeout_ms;
   return d;

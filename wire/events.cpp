@@ -60,6 +60,7 @@ std::string encode_envelope(const envelope& e) {
           b.setCwd(x.cwd);
           set_texts(b.initEnvNames(x.env_names.size()), x.env_names);
           b.setTimeoutMs(x.timeout_ms);
+          b.setSession(x.session);
         } else if constexpr (std::is_same_v<T, exec_finished>) {
           auto b = ev.initExecFinished();
           b.setExecId(x.exec_id);
@@ -124,7 +125,7 @@ decoded decode_envelope(std::string_view bytes) {
       case j::Envelope::Event::EXEC_STARTED: {
         auto r = ev.getExecStarted();
         e.body = exec_started{r.getExecId(), get_texts(r.getArgv()), str(r.getCwd()),
-                              get_texts(r.getEnvNames()), r.getTimeoutMs()};
+                              get_texts(r.getEnvNames()), r.getTimeoutMs(), str(r.getSession())};
         break;
       }
       case j::Envelope::Event::EXEC_FINISHED: {
@@ -218,7 +219,7 @@ std::string event_json(const event& e) {
         } else if constexpr (std::is_same_v<T, exec_started>) {
           f += ",\"execId\":" + std::to_string(x.exec_id) + ",\"argv\":" + json_list(x.argv) +
                ",\"cwd\":" + json_quote(x.cwd) + ",\"envNames\":" + json_list(x.env_names) +
-               ",\"timeoutMs\":" + std::to_string(x.timeout_ms);
+               ",\"timeoutMs\":" + std::to_string(x.timeout_ms) + ",\"session\":" + json_quote(x.session);
         } else if constexpr (std::is_same_v<T, exec_finished>) {
           f += ",\"execId\":" + std::to_string(x.exec_id) + ",\"exitCode\":" + std::to_string(x.exit_code) +
                ",\"signal\":" + std::to_string(x.signal) + ",\"timedOut\":" + (x.timed_out ? "true" : "false") +
@@ -251,7 +252,11 @@ std::string event_summary(const event& e) {
         } else if constexpr (std::is_same_v<T, sandbox_destroyed>) {
           return "sandbox " + x.name + " destroyed (id " + std::to_string(x.sandbox_id) + ")";
         } else if constexpr (std::is_same_v<T, exec_started>) {
-          return "exec " + std::to_string(x.exec_id) + " started: " + shell_words(x.argv) + " (in " + x.cwd + ")";
+          std::string where;
+          if (!x.cwd.empty()) where = "in " + x.cwd;
+          if (!x.session.empty()) where += (where.empty() ? "" : ", ") + std::string("session ") + x.session;
+          return "exec " + std::to_string(x.exec_id) + " started: " + shell_words(x.argv) +
+                 (where.empty() ? "" : " (" + where + ")");
         } else if constexpr (std::is_same_v<T, exec_finished>) {
           std::string how;
           if (!x.failed.empty()) how = "failed: " + x.failed;

@@ -33,6 +33,7 @@ struct exec_started {
   std::string cwd;
   std::vector<std::string> env_names;  ///< Names only: values may be secrets.
   std::uint64_t timeout_ms = 0;
+  std::string session;  ///< Shell session (schema v4; empty before).
   bool operator==(const exec_started&) const = default;
 };
 

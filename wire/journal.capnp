@@ -35,10 +35,13 @@ struct SandboxDestroyed {
 
 struct ExecStarted {
   execId @0 :UInt64;            # Per-sandbox exec counter, starting at 1.
-  argv @1 :List(Text);          # What was asked (a shell command is recorded as sh -c ...).
-  cwd @2 :Text;                 # Working directory requested.
+  argv @1 :List(Text);          # What was asked (a shell command is recorded as /bin/bash -c ...;
+                                # before schema v4 as sh -c ...).
+  cwd @2 :Text;                 # Working directory requested; since v4 empty when the session's
+                                # own directory applied (before v4: /workspace by default).
   envNames @3 :List(Text);      # Names of the extra variables; values are never journaled.
   timeoutMs @4 :UInt64;         # Requested timeout, 0 = none.
+  session @5 :Text;             # Shell session it ran in (v4; empty in older events).
 }
 
 struct ExecFinished {

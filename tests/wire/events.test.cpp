@@ -55,6 +55,13 @@ std::vector<envelope> golden_v3() {
   return all;
 }
 
+// Schema v4 added the session to exec_started (and its cwd is empty when the session's applied).
+std::vector<envelope> golden_v4() {
+  auto all = golden_v3();
+  all.push_back({12, 1764400001100, false, exec_started{4, {"/bin/bash", "-c", "cd src && make"}, "", {"CI"}, 0, "build"}});
+  return all;
+}
+
 void check_golden(const std::string& file, const std::vector<envelope>& expected) {
   std::ifstream in(std::string(WARREN_FIXTURES_DIR) + "/" + file);
   REQUIRE(in);
@@ -74,7 +81,7 @@ void check_golden(const std::string& file, const std::vector<envelope>& expected
 }  // namespace
 
 TEST_CASE("every event kind survives encode and decode", "[codec]") {
-  for (auto& e : golden_v3()) {
+  for (auto& e : golden_v4()) {
     auto d = decode_envelope(encode_envelope(e));
     INFO(event_kind(e.body));
     REQUIRE(d.error.empty());
@@ -87,10 +94,11 @@ TEST_CASE("the golden journals of every schema version still decode to the same 
   check_golden("journal-v1.hex", golden_v1());
   check_golden("journal-v2.hex", golden_v2());
   check_golden("journal-v3.hex", golden_v3());
+  check_golden("journal-v4.hex", golden_v4());
 }
 
 TEST_CASE("every event kind has a JSON form and a summary for the journal tools", "[codec]") {
-  for (auto& e : golden_v3()) {
+  for (auto& e : golden_v4()) {
     auto json = event_json(e.body);
     CHECK(json.front() == '{');
     CHECK(json.back() == '}');
@@ -113,10 +121,10 @@ TEST_CASE("corrupt journal bytes are reported, not thrown", "[codec]") {
 
 // Regenerates the fixture (only for a new schema version): build/bin/warren_unit_tests "[.golden]"
 TEST_CASE("write the newest golden journal", "[.golden]") {
-  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v3.hex");
-  out << "# Journal events of schema v3, one encoded envelope per line (hex). Never edit: add a\n"
+  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v4.hex");
+  out << "# Journal events of schema v4, one encoded envelope per line (hex). Never edit: add a\n"
          "# new file for a new schema version; every file must keep decoding.\n";
-  for (auto& e : golden_v3()) out << hex(encode_envelope(e)) << "\n";
+  for (auto& e : golden_v4()) out << hex(encode_envelope(e)) << "\n";
   REQUIRE(out.good());
 }
 

@@ -65,6 +65,9 @@ struct exec_job {
   // process group, is in it.
   int cgroup_fd = -1;
   std::string cgroup_name;
+  // A shell line in a session: its state is saved when it ends.
+  std::string session;
+  std::vector<std::string> call_env;
   std::vector<std::string>* cgroups_to_remove = nullptr;
 
   void kill_tree() {
@@ -324,6 +327,10 @@ class agent_impl final : public wire::Agent::Server {
 
     auto job = kj::heap<exec_job>();
     job->cgroups_to_remove = &cgroups_to_remove_;
+    if (!session.empty() && params.getShell()) {
+      job->session = session;
+      job->call_env = call_env;
+    }
     if (exec_cgroups_ >= 0) {
       sweep_cgroups();
       job->cgroup_name = "e" + std::to_string(++exec_count_);
@@ -398,6 +405,7 @@ class agent_impl final : public wire::Agent::Server {
           return drained.exclusiveJoin(quiet_for(timer, raw, raw->pumped_bytes));
         })
         .then([context, raw]() mutable {
+          if (!raw->session.empty()) finish_session_exec(raw->session, raw->call_env);
           auto st = context.getResults().initStatus();
           if (WIFEXITED(raw->status)) {
             st.setExitCode(WEXITSTATUS(raw->status));

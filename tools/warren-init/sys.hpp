@@ -132,6 +132,11 @@ void install_seccomp();
 void apply_session(const std::string& session, bool shell, const std::vector<std::string>& call_env, bool cwd_given,
                    std::vector<std::string>& argv, std::vector<std::string>& env, std::string& cwd);
 
+/// After a shell exec of `session` ended: turns what its wrapper dumped (with bash builtins)
+/// into the session's state, environment and directory, leaving out bash's own variables
+/// and the call's own env (which keeps the session's earlier values).
+void finish_session_exec(const std::string& session, const std::vector<std::string>& call_env);
+
 /// Session management (sessions.cpp); names are validated by the daemon. create_session
 /// returns false when it exists; delete_session false when there was none.
 bool create_session(const std::string& name, const std::vector<std::string>& env, const std::string& cwd);
