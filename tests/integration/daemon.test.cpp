@@ -290,6 +290,10 @@ TEST_CASE("sessions keep shell state between execs, per-call env and cwd stay pe
   };
   REQUIRE(sh({}, "cd /tmp && export FOO=bar && x=1 && greet() { echo hi $1; }").code == 0);
   CHECK(sh({}, "pwd; echo $FOO $x; greet you").out == "/tmp\nbar 1\nhi you\n");
+  // Values with quotes, dollars and newlines, and arrays, come back exactly.
+  REQUIRE(sh({}, "export Q='a \"b\" $c'; m=$'l1\\nl2'; arr=(1 'two words')").code == 0);
+  CHECK(sh({}, "echo \"$Q\"; echo \"$m\"; echo \"${arr[1]}\"").out == "a \"b\" $c\nl1\nl2\ntwo words\n");
+  CHECK(d.warren({"exec", "s", "--", "printenv", "Q"}).out == "a \"b\" $c\n");
   // argv commands get the session's environment and directory.
   CHECK(d.warren({"exec", "s", "--", "pwd"}).out == "/tmp\n");
   CHECK(d.warren({"exec", "s", "--", "printenv", "FOO"}).out == "bar\n");
