@@ -45,7 +45,8 @@ interface Files {
 
   list @7 (path :Text, recursive :Bool, hidden :Bool, limit :UInt32) -> (entries :List(FileInfo), truncated :Bool);
   # Entries of a directory, sorted by path; recursive descends (not through symlinks);
-  # hidden includes names starting with '.'. At most `limit` entries (0: 10000).
+  # hidden includes names starting with '.'. At most `limit` entries (0: 10000; at most
+  # 100000 per call).
 
   stat @8 (path :Text) -> (info :FileInfo);
   # What `path` is; a symlink is described itself (with its target), not followed.

@@ -34,6 +34,7 @@ constexpr std::size_t one_shot_limit = 16u << 20;  // writeFile / readFile.
 constexpr std::size_t chunk_bytes = 256 * 1024;  // streamFile chunks (64 KiB: 0.64-0.8x cp; see tests/bench).
 constexpr std::size_t sniff_bytes = 8192;
 constexpr std::uint32_t list_default_limit = 10000;
+constexpr std::uint32_t list_max_limit = 100000;  // ~10 MB of results: well inside one message.
 
 [[noreturn]] void throw_code(const char* code, const std::string& message) {
   kj::throwFatalException(kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
@@ -380,7 +381,12 @@ class files_impl final : public wire::Files::Server {
       if (!p.getOverwrite() && ::faccessat(to_dir.get(), to.name().c_str(), F_OK, AT_SYMLINK_NOFOLLOW) == 0)
         throw_errno(EEXIST, "rename to", to.str());
       if (p.getOverwrite()) remove_tree_at(to_dir.get(), to.name(), to.str(), true);
-      copy_tree_at(from_dir.get(), from.name(), to_dir.get(), to.name(), from.str());
+      try {
+        copy_tree_at(from_dir.get(), from.name(), to_dir.get(), to.name(), from.str());
+      } catch (...) {
+        remove_tree_at(to_dir.get(), to.name(), to.str(), true);  // No half copy stays behind.
+        throw;
+      }
       remove_tree_at(from_dir.get(), from.name(), from.str(), true);
     }
     stat_into(to_dir.get(), to, context.getResults().initInfo());
@@ -392,7 +398,7 @@ class files_impl final : public wire::Files::Server {
     auto path = parse_path(p.getPath());
     unique_fd dir(open_in_root(root_.get(), path.str(), O_RDONLY | O_DIRECTORY));
     if (dir.get() < 0) throw_errno(errno, "list", path.str());
-    std::uint32_t limit = p.getLimit() ? p.getLimit() : list_default_limit;
+    std::uint32_t limit = p.getLimit() ? std::min(p.getLimit(), list_max_limit) : list_default_limit;
     std::vector<entry> found;
     bool truncated = false;
     walk(dir.get(), path.str() == "/" ? "" : path.str(), p.getRecursive(), p.getHidden(), limit, found, truncated);

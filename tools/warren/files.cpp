@@ -206,9 +206,9 @@ int copy_out(connection& c, const remote_path& from, const std::string& local) {
   req.setPath(root);
   req.setRecursive(true);
   req.setHidden(true);
-  req.setLimit(1000000);
+  req.setLimit(100000);
   auto list = req.send().wait(c.io.waitScope);
-  if (list.getTruncated()) die(from.name + ":" + root + " holds more than 1000000 entries; copy it in parts");
+  if (list.getTruncated()) die(from.name + ":" + root + " holds more than 100000 entries; copy it in parts");
   for (auto e : list.getEntries()) {
     std::string path = e.getPath().cStr();
     auto dest = join(target, path.substr(root == "/" ? 1 : root.size() + 1));
