@@ -10,6 +10,7 @@
 #include "actors/sandbox_logic.hpp"
 #include "wire/agent.capnp.h"
 #include "wire/files.capnp.h"
+#include "wire/process.capnp.h"
 #include "wire/warren.capnp.h"
 
 namespace warren::gateway {
@@ -351,6 +352,78 @@ class sandbox_impl final : public wire::Sandbox::Server {
       auto req = agent.deleteSessionRequest();
       req.setName(name);
       return req.send().then([context](auto res) mutable { context.getResults().setExisted(res.getExisted()); });
+    });
+  }
+
+  kj::Promise<void> startProcess(StartProcessContext context) override {
+    auto p = context.getParams();
+    auto r = p.getRequest();
+    actors::exec_request req;
+    auto command = r.getCommand();
+    if (command.isShell()) req.argv = {"/bin/bash", "-c", str(command.getShell())};
+    else
+      for (auto a : command.getArgv()) req.argv.push_back(str(a));
+    for (auto e : r.getEnv()) req.env.emplace_back(str(e.getName()), str(e.getValue()));
+    req.cwd = str(r.getCwd());
+    if (r.hasSession() && r.getSession().size() > 0)
+      return to_kj(make_error(errc::invalid_argument, "background processes do not run in sessions (yet)"));
+    if (r.getStdin().size() > 0 || r.getStdinStream() || r.getCollectOutput() || r.getTimeoutMs())
+      return to_kj(make_error(errc::invalid_argument,
+                              "stdin, collectOutput and timeoutMs are for exec; a background process is read with "
+                              "logs/streamLogs and ended with kill"));
+    if (auto e = actors::validate_exec(req)) return to_kj(e);
+    std::map<std::string, std::string> merged;
+    for (auto& [k, v] : actors::default_env(name_)) merged[k] = v;
+    for (auto& [k, v] : req.env) merged[k] = v;
+    std::vector<std::string> env;
+    for (auto& [k, v] : merged) env.push_back(k + "=" + v);
+    auto options = p.getOptions();
+    auto id = str(options.getId());
+    auto ring = options.getLogBytes();
+    auto cwd = req.cwd.empty() ? std::string("/workspace") : req.cwd;
+    return with_held_agent(ctx_, name_, id_, [context, req, env, cwd, id, ring](wire::Agent::Client& agent) mutable {
+      auto call = agent.startProcessRequest();
+      call.setId(id);
+      auto argv = call.initArgv(static_cast<unsigned>(req.argv.size()));
+      for (unsigned i = 0; i < req.argv.size(); ++i) argv.set(i, req.argv[i]);
+      auto e = call.initEnv(static_cast<unsigned>(env.size()));
+      for (unsigned i = 0; i < env.size(); ++i) e.set(i, env[i]);
+      call.setCwd(cwd);
+      call.setRingBytes(ring);
+      return call.send().then([context](auto res) mutable {
+        auto out = context.getResults();
+        out.setProcess(res.getProcess());
+        out.setInfo(res.getInfo());
+      });
+    });
+  }
+
+  kj::Promise<void> listProcesses(ListProcessesContext context) override {
+    return with_held_agent(ctx_, name_, id_, [context](wire::Agent::Client& agent) mutable {
+      return agent.listProcessesRequest().send().then(
+          [context](auto res) mutable { context.getResults().setProcesses(res.getProcesses()); });
+    });
+  }
+
+  kj::Promise<void> getProcess(GetProcessContext context) override {
+    auto id = str(context.getParams().getId());
+    return with_held_agent(ctx_, name_, id_, [context, id](wire::Agent::Client& agent) mutable {
+      auto req = agent.getProcessRequest();
+      req.setId(id);
+      return req.send().then([context](auto res) mutable {
+        auto out = context.getResults();
+        out.setProcess(res.getProcess());
+        out.setInfo(res.getInfo());
+      });
+    });
+  }
+
+  kj::Promise<void> killAllProcesses(KillAllProcessesContext context) override {
+    auto signal = context.getParams().getSignal();
+    return with_held_agent(ctx_, name_, id_, [context, signal](wire::Agent::Client& agent) mutable {
+      auto req = agent.killAllProcessesRequest();
+      req.setSignal(signal);
+      return req.send().then([context](auto res) mutable { context.getResults().setCount(res.getCount()); });
     });
   }
 

@@ -8,6 +8,8 @@ using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("warren::wire");
 using Files = import "files.capnp".Files;
 using ByteSink = import "files.capnp".ByteSink;
+using Process = import "process.capnp".Process;
+using ProcessInfo = import "process.capnp".ProcessInfo;
 
 interface Agent {
   exec @0 (argv :List(Text), env :List(Text), cwd :Text, timeoutMs :UInt64, sink :OutputSink,
@@ -37,6 +39,15 @@ interface Agent {
   # "already_exists: ..." if it exists.
   listSessions @4 () -> (names :List(Text), cwds :List(Text));
   deleteSession @5 (name :Text) -> (existed :Bool);
+
+  startProcess @6 (id :Text, argv :List(Text), env :List(Text), cwd :Text, ringBytes :UInt32)
+              -> (process :Process, info :ProcessInfo);
+  # A background process (wire/process.capnp): complete env, cwd as given; fails with
+  # "code: message" (invalid_argument, already_exists for a running id, not_found).
+  listProcesses @7 () -> (processes :List(ProcessInfo));
+  getProcess @8 (id :Text) -> (process :Process, info :ProcessInfo);
+  # not_found for an unknown id.
+  killAllProcesses @9 (signal :Int32) -> (count :UInt32);
 }
 
 interface OutputSink {

@@ -11,6 +11,8 @@ using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("warren::wire");
 using Files = import "files.capnp".Files;
 using ByteSink = import "files.capnp".ByteSink;
+using Process = import "process.capnp".Process;
+using ProcessInfo = import "process.capnp".ProcessInfo;
 
 interface Login {
   # Bootstrap of the TCP listener: nothing is reachable before the bearer token is checked.
@@ -152,6 +154,27 @@ interface Sandbox {
 
   deleteSession @9 (name :Text) -> (existed :Bool);
   # Forgets a session's state ("default" starts over empty).
+
+  startProcess @10 (request :ExecRequest, options :ProcessOptions) -> (process :Process, info :ProcessInfo);
+  # Starts a background process (wire/process.capnp): it runs until it ends or is killed,
+  # its output goes to ring buffers that clients read and follow with offsets. `request`:
+  # command, env, cwd as for exec (session, stdin, collectOutput, timeoutMs are not for
+  # background processes and are refused). Not yet: journaled status, restart on wake,
+  # readiness on ports (the background-processes issue goes on).
+
+  listProcesses @11 () -> (processes :List(ProcessInfo));
+  # Every background process since the sandbox last started (running and ended).
+
+  getProcess @12 (id :Text) -> (process :Process, info :ProcessInfo);
+  # A process by id; not_found if unknown.
+
+  killAllProcesses @13 (signal :Int32) -> (count :UInt32);
+  # Signal 0: kills every running process's tree. Returns how many were running.
+}
+
+struct ProcessOptions {
+  id @0 :Text;          # 1-64 of letters, digits, '-', '_', '.'; default p1, p2, ...
+  logBytes @1 :UInt32;  # Ring buffer per output stream; 0: 1 MiB; at most 64 MiB.
 }
 
 struct SessionInfo {

@@ -371,3 +371,38 @@ TEST_CASE("an exec never leaves processes behind, not even ones that left its pr
     if (e.is_directory()) ++left;
   CHECK(left <= 2);
 }
+
+TEST_CASE("background processes: start, list, logs replayed from a ring buffer, follow, exit codes, kill the tree", "[e2e][processes]") {
+  warrend_process d;
+  auto start = [&](std::vector<std::string> args) {
+    std::vector<std::string> all = {"start", "bg"};
+    all.insert(all.end(), args.begin(), args.end());
+    return d.warren(all);
+  };
+  REQUIRE(start({"--id", "job", "--shell", "--", "echo one; sleep 0.5; echo two; echo oops >&2; exit 3"}).out == "job\n");
+  // Following streams what is buffered, then live output, until the end.
+  auto followed = d.warren({"logs", "bg", "job", "--follow"});
+  CHECK(followed.out == "one\ntwo\n");
+  CHECK(followed.err == "oops\n");
+  // Asking again replays the same buffer; the listing has the exit code.
+  CHECK(d.warren({"logs", "bg", "job"}).out == "one\ntwo\n");
+  auto ps = d.warren({"ps", "bg"}).out;
+  CHECK(ps.find("job") != std::string::npos);
+  CHECK(ps.find("exit 3") != std::string::npos);
+
+  // A small ring keeps the newest bytes and says how many fell out.
+  REQUIRE(start({"--id", "loud", "--log-bytes", "4096", "--", "sh", "-c", "head -c 100000 /dev/zero | tr '\\0' x; echo END"}).code == 0);
+  REQUIRE(d.warren({"logs", "bg", "loud", "--follow"}).code == 0);
+  auto tail = d.warren({"logs", "bg", "loud"});
+  CHECK(tail.out.size() == 4096);
+  CHECK(tail.out.substr(tail.out.size() - 4) == "END\n");
+  CHECK(tail.err.find("no longer buffered") != std::string::npos);
+
+  // A running id cannot be taken twice; kill ends the whole tree, children included.
+  REQUIRE(start({"--id", "tree", "--shell", "--", "sleep 4949 & sleep 4950"}).code == 0);
+  REQUIRE(eventually([] { return !commands("sleep 4949").empty() && !commands("sleep 4950").empty(); }));
+  CHECK(start({"--id", "tree", "--", "true"}).err.find("already") != std::string::npos);
+  CHECK(d.warren({"kill", "bg", "tree"}).out.find("tree: signal") != std::string::npos);
+  CHECK(eventually([] { return commands("sleep 4949").empty() && commands("sleep 4950").empty(); }));
+  CHECK(d.warren({"logs", "bg", "nope"}).err.find("no process nope") != std::string::npos);
+}

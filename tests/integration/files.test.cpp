@@ -13,6 +13,7 @@
 #include <fstream>
 #include <thread>
 
+#include "integration/api.hpp"
 #include "integration/harness.hpp"
 #include "wire/files.capnp.h"
 #include "wire/warren.capnp.h"
@@ -23,47 +24,6 @@ using warren::wire::FileType;
 using warren::wire::Files;
 
 namespace {
-
-// A Cap'n Proto client of one daemon, with the Files capability of one sandbox.
-struct api {
-  kj::AsyncIoContext io = kj::setupAsyncIo();
-  kj::Own<kj::AsyncIoStream> stream;
-  kj::Own<capnp::TwoPartyClient> rpc;
-  warren::wire::Warren::Client root = nullptr;
-
-  explicit api(const warrend_process& d) {
-    auto addr = io.provider->getNetwork().parseAddress("unix:" + d.socket).wait(io.waitScope);
-    stream = addr->connect().wait(io.waitScope);
-    rpc = kj::heap<capnp::TwoPartyClient>(*stream);
-    root = rpc->bootstrap().castAs<warren::wire::Warren>();
-  }
-
-  Files::Client files(const std::string& name) {
-    auto req = root.sandboxRequest();
-    req.setName(name);
-    return req.send().getSandbox().filesRequest().send().getFiles();
-  }
-
-  // Runs a request; returns "" or the error's "code: sentence" (without RPC decoration).
-  template <class Req>
-  std::string error_of(Req&& req) {
-    try {
-      req.send().wait(io.waitScope);
-      return "";
-    } catch (const kj::Exception& e) {
-      std::string d = e.getDescription().cStr();
-      const std::string prefix = "remote exception: ";
-      while (d.rfind(prefix, 0) == 0) d = d.substr(prefix.size());
-      return d;
-    }
-  }
-};
-
-capnp::Data::Reader bytes(const std::string& s) {
-  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(s.data()), s.size());
-}
-
-std::string text(capnp::Data::Reader d) { return std::string(reinterpret_cast<const char*>(d.begin()), d.size()); }
 
 std::string write(api& a, Files::Client& f, const std::string& path, const std::string& content, std::uint32_t mode = 0,
                   bool parents = false, bool no_overwrite = false) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "files.hpp"
+#include "processes.hpp"
 #include "sys.hpp"
 #include "wire/agent.capnp.h"
 
@@ -90,6 +91,8 @@ struct exec_job {
     }
   }
 };
+
+}  // namespace
 
 // Resolves a program name the way execvp would, against the PATH of the command's own
 // environment, inside the sandbox (PID 1 lives in its mount namespace). Empty: not found.
@@ -175,6 +178,8 @@ int spawn_command(const std::string& program, const std::vector<std::string>& ar
   return 0;
 }
 
+namespace {
+
 // The write end of a command's stdin pipe, shared by the exec and its stdin_sink.
 struct stdin_pipe : kj::Refcounted {
   explicit stdin_pipe(kj::Own<kj::AsyncOutputStream> s) : stream(kj::mv(s)) {}
@@ -256,6 +261,42 @@ class agent_impl final : public wire::Agent::Server {
 
   kj::Promise<void> deleteSession(DeleteSessionContext context) override {
     context.getResults().setExisted(delete_session(str(context.getParams().getName())));
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> startProcess(StartProcessContext context) override {
+    auto p = context.getParams();
+    process_spec spec;
+    spec.id = str(p.getId());
+    for (auto a : p.getArgv()) spec.argv.push_back(str(a));
+    for (auto e : p.getEnv()) spec.env.push_back(str(e));
+    spec.cwd = str(p.getCwd());
+    spec.ring_bytes = p.getRingBytes();
+    KJ_REQUIRE(!spec.argv.empty() && !spec.argv[0].empty(), "empty argv");
+    if (exec_cgroups_ >= 0) sweep_cgroups();
+    auto res = context.getResults();
+    res.setProcess(processes_.start(spec, res.initInfo()));
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> listProcesses(ListProcessesContext context) override {
+    processes_.fill_list(context.getResults().initProcesses(static_cast<unsigned>(processes_.size())));
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> getProcess(GetProcessContext context) override {
+    auto id = str(context.getParams().getId());
+    auto res = context.getResults();
+    KJ_IF_MAYBE(process, processes_.get(id, res.initInfo())) {
+      res.setProcess(kj::mv(*process));
+      return kj::READY_NOW;
+    }
+    kj::throwFatalException(kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
+                                          kj::str("not_found: no process ", id.c_str())));
+  }
+
+  kj::Promise<void> killAllProcesses(KillAllProcessesContext context) override {
+    context.getResults().setCount(processes_.kill_all(context.getParams().getSignal()));
     return kj::READY_NOW;
   }
 
@@ -463,6 +504,7 @@ class agent_impl final : public wire::Agent::Server {
   int exec_cgroups_ = -1;
   std::uint64_t exec_count_ = 0;
   std::vector<std::string> cgroups_to_remove_;  // Of finished execs, removed once empty.
+  process_table processes_{io_, exec_cgroups_, cgroups_to_remove_};
 
   void sweep_cgroups() {
     std::vector<std::string> busy;

@@ -132,6 +132,14 @@ void install_seccomp();
 void apply_session(const std::string& session, bool shell, const std::vector<std::string>& call_env, bool cwd_given,
                    std::vector<std::string>& argv, std::vector<std::string>& env, std::string& cwd);
 
+/// agent.cpp: how commands start. resolve_program looks argv[0] up in the PATH of `env`
+/// ("" when not found). spawn_command starts it in a session of its own, in the cgroup whose
+/// cgroup.procs is `cgroup_procs` (-1: none), with stdin `in` (-1: /dev/null); returns 0 and
+/// the pid, or an errno.
+std::string resolve_program(const std::string& prog, const std::vector<std::string>& env);
+int spawn_command(const std::string& program, const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                  const std::string& cwd, int in, int out, int err, int cgroup_procs, pid_t& pid);
+
 /// After a shell exec of `session` ended: turns what its wrapper dumped (with bash builtins)
 /// into the session's state, environment and directory, leaving out bash's own variables
 /// and the call's own env (which keeps the session's earlier values).

@@ -64,4 +64,10 @@ int cmd_cp(connection& c, const options& o);
 int cmd_cat(connection& c, const options& o);
 int cmd_ls_files(connection& c, const options& o);
 
+/// processes.cpp: start, ps, logs, kill.
+int cmd_start(connection& c, const options& o);
+int cmd_ps(connection& c, const options& o);
+int cmd_logs(connection& c, const options& o);
+int cmd_kill(connection& c, const options& o);
+
 }  // namespace warren::cli

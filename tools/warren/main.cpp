@@ -69,6 +69,14 @@ commands:
         copy a file or directory into (creating the sandbox if needed) or out of a sandbox;
         one of SRC and DST is NAME:PATH
         (a relative PATH is under /workspace), the other a local path; `-` is stdin/stdout
+  start NAME [--id ID] [--env K=V]... [--cwd DIR] [--shell] [--log-bytes N] -- CMD [ARGS...]
+        start a background process (a dev server ...); prints its id
+  ps NAME
+        the sandbox's background processes: ID STATUS END PID COMMAND
+  logs NAME ID [--follow]
+        what a process printed (its ring buffer); --follow keeps streaming until it ends
+  kill NAME ID [--signal N]
+        end a process and its whole tree (TERM, then KILL after 2 s), or send signal N
   sessions NAME
         list the sandbox's shell sessions and their working directories
   session NAME new SESSION [--env K=V]... [--cwd DIR]
@@ -721,7 +729,7 @@ int main(int argc, char** argv) {
     }
   }
   auto& cmd = o.rest[0];
-  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage", "cp", "cat", "ls-files", "sessions", "session"};
+  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage", "cp", "cat", "ls-files", "sessions", "session", "start", "ps", "logs", "kill"};
   if (std::find(std::begin(commands), std::end(commands), cmd) == std::end(commands))
     die("unknown command '" + cmd + "' (see --help)", exit_usage);
 
@@ -738,6 +746,10 @@ int main(int argc, char** argv) {
     if (cmd == "usage") return cmd_usage(*c, o);
     if (cmd == "cp") return cmd_cp(*c, o);
     if (cmd == "sessions" || cmd == "session") return cmd_sessions(*c, o);
+    if (cmd == "start") return cmd_start(*c, o);
+    if (cmd == "ps") return cmd_ps(*c, o);
+    if (cmd == "logs") return cmd_logs(*c, o);
+    if (cmd == "kill") return cmd_kill(*c, o);
     if (cmd == "cat") return cmd_cat(*c, o);
     if (cmd == "ls-files") return cmd_ls_files(*c, o);
     return cmd_version(*c, o);

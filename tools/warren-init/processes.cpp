@@ -1,0 +1,429 @@
+// Background processes (wire/process.capnp), owned by the agent: each runs in a cgroup of its
+// own below execs/ (so kill reaches its whole tree), and each output stream goes into a
+// ring buffer with absolute offsets, from which any number of clients stream at their own
+// pace (a slow one falls behind and is told what it missed; nobody makes the agent buffer
+// more than the ring).
+#include "processes.hpp"
+
+#include <kj/async-unix.h>
+#include <kj/debug.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <vector>
+
+#include "sys.hpp"
+
+namespace warren::init {
+namespace {
+
+constexpr std::size_t read_bytes = 64 * 1024;
+constexpr std::size_t send_bytes = 256 * 1024;
+constexpr std::uint32_t default_ring = 1u << 20;
+constexpr std::uint32_t max_ring = 64u << 20;
+constexpr auto kill_grace = 2 * kj::SECONDS;
+
+[[noreturn]] void throw_code(const char* code, const std::string& message) {
+  kj::throwFatalException(
+      kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__, kj::str(code, ": ", message.c_str())));
+}
+
+std::uint64_t now_ms() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+// The last `capacity` bytes of a stream, addressed by absolute offset.
+struct ring {
+  std::vector<char> buf;
+  std::uint64_t end = 0;  // Bytes written in all.
+
+  explicit ring(std::size_t capacity) : buf(capacity) {}
+  std::uint64_t start() const { return end > buf.size() ? end - buf.size() : 0; }
+  void append(const char* p, std::size_t n) {
+    if (n >= buf.size()) {  // Only the tail fits.
+      p += n - buf.size();
+      end += n - buf.size();
+      n = buf.size();
+    }
+    for (std::size_t i = 0; i < n;) {
+      auto at = static_cast<std::size_t>(end % buf.size());
+      auto k = std::min(n - i, buf.size() - at);
+      std::copy(p + i, p + i + k, buf.begin() + static_cast<std::ptrdiff_t>(at));
+      i += k;
+      end += k;
+    }
+  }
+  // Bytes [from, from + max) that are still buffered (from >= start()).
+  std::string read(std::uint64_t from, std::size_t max) const {
+    std::string out;
+    auto to = std::min<std::uint64_t>(end, from + max);
+    out.reserve(static_cast<std::size_t>(to - from));
+    for (auto o = from; o < to;) {
+      auto at = static_cast<std::size_t>(o % buf.size());
+      auto k = std::min<std::uint64_t>(to - o, buf.size() - at);
+      out.append(buf.data() + at, static_cast<std::size_t>(k));
+      o += k;
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+struct bg_process : kj::Refcounted {
+  std::string id;
+  std::vector<std::string> command;
+  kj::Maybe<pid_t> pid_slot;
+  pid_t pid = 0;
+  int cgroup_fd = -1;
+  std::string cgroup_name;
+  bool running = true, killed = false;
+  int status = 0;
+  std::uint64_t started_ms = now_ms(), ended_ms = 0;
+  bool drained = false;  // Both pipes reached EOF after the end.
+  ring out, err;
+  // Woken on new output and at the end; each waiter re-checks its own condition.
+  std::vector<kj::Own<kj::PromiseFulfiller<void>>> waiters;
+  kj::Promise<void> pumps = nullptr;
+  kj::Promise<void> grace = kj::READY_NOW;
+  std::vector<std::string>* cgroups_to_remove = nullptr;
+
+  bg_process(std::size_t ring_bytes) : out(ring_bytes), err(ring_bytes) {}
+  ~bg_process() {
+    kill_tree();
+    if (cgroup_fd >= 0) {
+      ::close(cgroup_fd);
+      cgroups_to_remove->push_back(cgroup_name);
+    }
+  }
+
+  ring& stream(int fd) { return fd == 2 ? err : out; }
+  bool done() const { return !running && drained; }
+
+  void wake() {
+    auto all = std::move(waiters);
+    waiters.clear();
+    for (auto& f : all) f->fulfill();
+  }
+  kj::Promise<void> changed() {
+    auto paf = kj::newPromiseAndFulfiller<void>();
+    waiters.push_back(kj::mv(paf.fulfiller));
+    return kj::mv(paf.promise);
+  }
+
+  void kill_tree() {
+    if (running && pid > 0) ::kill(-pid, SIGKILL);
+    if (cgroup_fd >= 0) {
+      int fd = ::openat(cgroup_fd, "cgroup.kill", O_WRONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        write_all(fd, "1", 1);
+        ::close(fd);
+      }
+    }
+  }
+
+  void fill(wire::ProcessInfo::Builder b) const {
+    b.setId(id);
+    auto c = b.initCommand(static_cast<unsigned>(command.size()));
+    for (unsigned i = 0; i < command.size(); ++i) c.set(i, command[i]);
+    if (running) {
+      b.setStatus(wire::ProcessStatus::RUNNING);
+    } else if (WIFEXITED(status)) {
+      b.setStatus(wire::ProcessStatus::EXITED);
+      b.setExitCode(WEXITSTATUS(status));
+    } else {
+      b.setStatus(wire::ProcessStatus::KILLED);
+      b.setExitCode(-1);
+      b.setSignal(WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    }
+    b.setPid(pid);
+    b.setStartedAtMs(started_ms);
+    b.setEndedAtMs(ended_ms);
+    b.setStdoutBytes(out.end);
+    b.setStderrBytes(err.end);
+  }
+};
+
+namespace {
+
+kj::Promise<void> pump(kj::AsyncInputStream& in, int fd, bg_process& p) {
+  auto buf = kj::heapArray<kj::byte>(read_bytes);
+  auto* data = buf.begin();
+  return in.tryRead(data, 1, read_bytes).then([&in, fd, &p, buf = kj::mv(buf)](std::size_t n) mutable -> kj::Promise<void> {
+    if (n == 0) return kj::READY_NOW;
+    p.stream(fd).append(reinterpret_cast<const char*>(buf.begin()), n);
+    p.wake();
+    return pump(in, fd, p);
+  });
+}
+
+void fill_chunk(wire::LogChunk::Builder b, const ring& r) {
+  auto data = r.read(r.start(), r.buf.size());
+  b.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
+  b.setStartOffset(r.start());
+  b.setEndOffset(r.end);
+  b.setDroppedBytes(r.start());
+}
+
+class process_impl final : public wire::Process::Server {
+ public:
+  process_impl(kj::Own<bg_process> p, kj::Timer& timer) : p_(kj::mv(p)), timer_(timer) {}
+
+ protected:
+  kj::Promise<void> info(InfoContext context) override {
+    p_->fill(context.getResults().initInfo());
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> kill(KillContext context) override {
+    auto& p = *p_;
+    if (!p.running) return kj::READY_NOW;
+    int sig = context.getParams().getSignal();
+    if (sig < 0 || sig >= NSIG) throw_code("invalid_argument", "no such signal: " + std::to_string(sig));
+    if (sig != 0) {
+      ::kill(-p.pid, sig);
+      return kj::READY_NOW;
+    }
+    p.killed = true;
+    ::kill(-p.pid, SIGTERM);
+    auto* raw = p_.get();
+    p.grace = timer_.afterDelay(kill_grace).then([raw]() { raw->kill_tree(); }).eagerlyEvaluate(nullptr);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> logs(LogsContext context) override {
+    auto res = context.getResults();
+    fill_chunk(res.initStdout(), p_->out);
+    fill_chunk(res.initStderr(), p_->err);
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> streamLogs(StreamLogsContext context) override {
+    context.allowCancellation();
+    auto params = context.getParams();
+    auto state = kj::heap<stream_state>(stream_state{params.getSink(), {params.getStdoutFrom(), params.getStderrFrom()}});
+    auto& ref = *state;
+    return send_more(ref).attach(kj::mv(state));
+  }
+
+  kj::Promise<void> waitForExit(WaitForExitContext context) override {
+    context.allowCancellation();
+    auto timeout = context.getParams().getTimeoutMs();
+    auto wait = until_done().then([this, context]() mutable { p_->fill(context.getResults().initInfo()); });
+    if (timeout == 0) return wait;
+    return wait.exclusiveJoin(timer_.afterDelay(timeout * kj::MILLISECONDS).then([]() -> kj::Promise<void> {
+      throw_code("timeout", "the process is still running");
+    }));
+  }
+
+  kj::Promise<void> waitForLog(WaitForLogContext context) override {
+    context.allowCancellation();
+    auto params = context.getParams();
+    std::string pattern(params.getPattern().cStr(), params.getPattern().size());
+    if (pattern.empty()) throw_code("invalid_argument", "the pattern is empty");
+    std::uint64_t from[2] = {params.getFromStart() ? p_->out.start() : p_->out.end,
+                             params.getFromStart() ? p_->err.start() : p_->err.end};
+    auto wait = scan(pattern, from[0], from[1], context);
+    auto timeout = params.getTimeoutMs();
+    if (timeout == 0) return wait;
+    return wait.exclusiveJoin(timer_.afterDelay(timeout * kj::MILLISECONDS).then([pattern]() -> kj::Promise<void> {
+      throw_code("timeout", "no line containing \"" + pattern.substr(0, 100) + "\" yet");
+    }));
+  }
+
+ private:
+  struct stream_state {
+    wire::LogSink::Client sink;
+    std::uint64_t next[2];  // stdout, stderr
+  };
+
+  kj::Promise<void> until_done() {
+    if (p_->done()) return kj::READY_NOW;
+    return p_->changed().then([this]() { return until_done(); });
+  }
+
+  // Sends what the client has not seen yet, one chunk at a time (flow control), then waits
+  // for more; ends after the process's end and the last byte.
+  kj::Promise<void> send_more(stream_state& s) {
+    for (int i = 0; i < 2; ++i) {
+      auto& r = i == 0 ? p_->out : p_->err;
+      auto fd = static_cast<std::uint8_t>(i + 1);
+      if (s.next[i] < r.start()) {
+        auto req = s.sink.droppedRequest();
+        req.setStream(fd);
+        req.setFromOffset(s.next[i]);
+        req.setToOffset(r.start());
+        s.next[i] = r.start();
+        return req.send().then([this, &s](auto) { return send_more(s); });
+      }
+      if (s.next[i] < r.end) {
+        auto data = r.read(s.next[i], send_bytes);
+        auto req = s.sink.writeRequest();
+        req.setStream(fd);
+        req.setOffset(s.next[i]);
+        req.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
+        s.next[i] += data.size();
+        return req.send().then([this, &s]() { return send_more(s); });
+      }
+    }
+    if (p_->done()) {
+      auto req = s.sink.endedRequest();
+      p_->fill(req.initInfo());
+      return req.send().ignoreResult();
+    }
+    return p_->changed().then([this, &s]() { return send_more(s); });
+  }
+
+  template <class Context>
+  kj::Promise<void> scan(std::string pattern, std::uint64_t out_from, std::uint64_t err_from, Context context) {
+    std::uint64_t from[2] = {out_from, err_from};
+    for (int i = 0; i < 2; ++i) {
+      auto& r = i == 0 ? p_->out : p_->err;
+      if (from[i] < r.start()) from[i] = r.start();
+      // Search a little before `from` so that a pattern split across chunks is found.
+      auto back = std::min<std::uint64_t>(from[i] - r.start(), pattern.size() - 1);
+      auto base = from[i] - back;
+      auto text = r.read(base, r.buf.size());
+      auto hit = text.find(pattern);
+      if (hit != std::string::npos) {
+        auto line_start = text.rfind('\n', hit);
+        line_start = line_start == std::string::npos ? 0 : line_start + 1;
+        auto line_end = text.find('\n', hit);
+        auto res = context.getResults();
+        res.setStream(static_cast<std::uint8_t>(i + 1));
+        res.setOffset(base + hit);
+        res.setLine(text.substr(line_start, line_end == std::string::npos ? std::string::npos : line_end - line_start));
+        return kj::READY_NOW;
+      }
+      from[i] = r.end;
+    }
+    if (p_->done()) throw_code("not_found", "the process ended without printing \"" + pattern.substr(0, 100) + "\"");
+    return p_->changed().then([this, pattern, f0 = from[0], f1 = from[1], context]() mutable {
+      return scan(pattern, f0, f1, context);
+    });
+  }
+
+  kj::Own<bg_process> p_;
+  kj::Timer& timer_;
+};
+
+bool valid_id(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
+  return true;
+}
+
+}  // namespace
+
+process_table::process_table(kj::AsyncIoContext& io, int exec_cgroups, std::vector<std::string>& cgroups_to_remove)
+    : io_(io), exec_cgroups_(exec_cgroups), cgroups_to_remove_(cgroups_to_remove) {}
+
+process_table::~process_table() = default;
+
+wire::Process::Client process_table::start(const process_spec& spec, wire::ProcessInfo::Builder info) {
+  auto id = spec.id.empty() ? "p" + std::to_string(++ids_) : spec.id;
+  if (!valid_id(id)) throw_code("invalid_argument", "process ids are 1-64 characters of letters, digits, '-', '_' and '.'");
+  auto existing = procs_.find(id);
+  if (existing != procs_.end()) {
+    if (existing->second->running) throw_code("already_exists", "a process called " + id + " is already running (kill it first, or pick another id)");
+    procs_.erase(existing);  // An ended one gives its id to the new one.
+  }
+  auto ring_bytes = spec.ring_bytes ? std::min(spec.ring_bytes, max_ring) : default_ring;
+  auto program = resolve_program(spec.argv[0], spec.env);
+  if (program.empty()) throw_code("not_found", spec.argv[0] + ": command not found");
+  struct stat st {};
+  if (::stat(spec.cwd.c_str(), &st) < 0 || !S_ISDIR(st.st_mode))
+    throw_code("not_found", "cannot change to directory " + spec.cwd);
+
+  auto p = kj::refcounted<bg_process>(ring_bytes);
+  p->id = id;
+  p->command = spec.argv;
+  p->cgroups_to_remove = &cgroups_to_remove_;
+  if (exec_cgroups_ >= 0) {
+    p->cgroup_name = "p-" + id + "-" + std::to_string(++counter_);
+    if (::mkdirat(exec_cgroups_, p->cgroup_name.c_str(), 0755) == 0)
+      p->cgroup_fd = ::openat(exec_cgroups_, p->cgroup_name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  }
+  int out[2], err[2];
+  check(::pipe2(out, O_CLOEXEC), "pipe2");
+  check(::pipe2(err, O_CLOEXEC), "pipe2");
+  unique_fd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]);
+  unique_fd procs;
+  if (p->cgroup_fd >= 0) procs.reset(::openat(p->cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC));
+  pid_t pid = 0;
+  if (int rc = spawn_command(program, spec.argv, spec.env, spec.cwd, -1, out_w.get(), err_w.get(), procs.get(), pid))
+    throw_code("invalid_argument", spec.argv[0] + ": " + std::strerror(rc));
+  out_w.reset();
+  err_w.reset();
+  p->pid = pid;
+  p->pid_slot = pid;
+  auto exited = io_.unixEventPort.onChildExit(p->pid_slot);  // Right after the spawn (KJ's rule).
+
+  constexpr auto flags = kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP | kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC;
+  auto out_stream = io_.lowLevelProvider->wrapInputFd(out_r.release(), flags);
+  auto err_stream = io_.lowLevelProvider->wrapInputFd(err_r.release(), flags);
+  auto* raw = p.get();
+  auto pumps = kj::joinPromises(kj::arr(pump(*out_stream, 1, *raw), pump(*err_stream, 2, *raw)))
+                   .attach(kj::mv(out_stream), kj::mv(err_stream));
+  // The process's end: its tree goes with it (which closes the pipes its children held),
+  // then the output is drained.
+  auto ended = exited.then([raw](int status) {
+    raw->running = false;
+    raw->status = status;
+    raw->ended_ms = now_ms();
+    raw->kill_tree();
+    raw->wake();
+  });
+  raw->pumps = kj::joinPromises(kj::arr(kj::mv(ended), kj::mv(pumps)))
+                   .then([raw]() {
+                     raw->drained = true;
+                     raw->wake();
+                   })
+                   .eagerlyEvaluate([raw](kj::Exception&&) {
+                     raw->drained = true;
+                     raw->wake();
+                   });
+  p->fill(info);
+  procs_.emplace(id, kj::addRef(*p));
+  return kj::heap<process_impl>(kj::mv(p), io_.provider->getTimer());
+}
+
+void process_table::fill_list(capnp::List<wire::ProcessInfo>::Builder out) const {
+  unsigned i = 0;
+  for (auto& [id, p] : procs_) p->fill(out[i++]);
+}
+
+std::size_t process_table::size() const { return procs_.size(); }
+
+kj::Maybe<wire::Process::Client> process_table::get(const std::string& id, wire::ProcessInfo::Builder info) {
+  auto it = procs_.find(id);
+  if (it == procs_.end()) return nullptr;
+  it->second->fill(info);
+  return wire::Process::Client(kj::heap<process_impl>(kj::addRef(*it->second), io_.provider->getTimer()));
+}
+
+std::uint32_t process_table::kill_all(int signal) {
+  std::uint32_t n = 0;
+  for (auto& [id, p] : procs_) {
+    if (!p->running) continue;
+    ++n;
+    if (signal != 0) {
+      ::kill(-p->pid, signal);
+    } else {
+      p->killed = true;
+      p->kill_tree();
+    }
+  }
+  return n;
+}
+
+}  // namespace warren::init

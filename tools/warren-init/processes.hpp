@@ -1,0 +1,47 @@
+// Background processes of the sandbox, owned by the agent (processes.cpp).
+#pragma once
+
+#include <kj/async-io.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "wire/process.capnp.h"
+
+namespace warren::init {
+
+struct bg_process;
+
+struct process_spec {
+  std::string id;                 ///< Empty: p1, p2, ...
+  std::vector<std::string> argv;  ///< argv[0] looked up in env's PATH.
+  std::vector<std::string> env;   ///< Complete, NAME=VALUE.
+  std::string cwd;
+  std::uint32_t ring_bytes = 0;   ///< Per output stream; 0: 1 MiB (at most 64 MiB).
+};
+
+class process_table {
+ public:
+  process_table(kj::AsyncIoContext& io, int exec_cgroups, std::vector<std::string>& cgroups_to_remove);
+  ~process_table();
+
+  /// Starts a process; throws "code: message" KJ exceptions for bad input.
+  wire::Process::Client start(const process_spec& spec, wire::ProcessInfo::Builder info);
+  std::size_t size() const;
+  void fill_list(capnp::List<wire::ProcessInfo>::Builder out) const;
+  kj::Maybe<wire::Process::Client> get(const std::string& id, wire::ProcessInfo::Builder info);
+  /// Signal 0: kill every running process's tree. Returns how many were running.
+  std::uint32_t kill_all(int signal);
+
+ private:
+  kj::AsyncIoContext& io_;
+  int exec_cgroups_;
+  std::vector<std::string>& cgroups_to_remove_;
+  std::map<std::string, kj::Own<bg_process>> procs_;
+  std::uint64_t counter_ = 0;  // For cgroup names.
+  std::uint64_t ids_ = 0;      // For default ids.
+};
+
+}  // namespace warren::init

@@ -1,0 +1,195 @@
+// warren start / ps / logs / kill: background processes of a sandbox (wire/process.capnp).
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <ctime>
+
+#include "tools/warren/cli.hpp"
+#include "wire/process.capnp.h"
+
+namespace warren::cli {
+namespace {
+
+const char* status_name(wire::ProcessStatus s) {
+  switch (s) {
+    case wire::ProcessStatus::RUNNING: return "running";
+    case wire::ProcessStatus::EXITED: return "exited";
+    case wire::ProcessStatus::KILLED: return "killed";
+    default: return "lost";
+  }
+}
+
+std::string describe_end(wire::ProcessInfo::Reader i) {
+  if (i.getStatus() == wire::ProcessStatus::EXITED) return "exit " + std::to_string(i.getExitCode());
+  if (i.getStatus() == wire::ProcessStatus::KILLED) return std::string("signal ") + std::to_string(i.getSignal());
+  return "";
+}
+
+std::string command_line(wire::ProcessInfo::Reader i) {
+  std::string s;
+  for (auto a : i.getCommand()) s += (s.empty() ? "" : " ") + std::string(a.cStr());
+  return s;
+}
+
+// Prints log chunks to our stdout/stderr as they come.
+class print_sink final : public wire::LogSink::Server {
+ protected:
+  kj::Promise<void> write(WriteContext context) override {
+    auto p = context.getParams();
+    auto d = p.getData();
+    int fd = p.getStream() == 2 ? 2 : 1;
+    const kj::byte* at = d.begin();
+    std::size_t left = d.size();
+    while (left > 0) {
+      auto n = ::write(fd, at, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return KJ_EXCEPTION(DISCONNECTED, "output closed");
+      at += n;
+      left -= static_cast<std::size_t>(n);
+    }
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> dropped(DroppedContext context) override {
+    auto p = context.getParams();
+    std::fprintf(stderr, "warren: [%llu bytes of %s no longer buffered]\n",
+                 static_cast<unsigned long long>(p.getToOffset() - p.getFromOffset()), p.getStream() == 2 ? "stderr" : "stdout");
+    return kj::READY_NOW;
+  }
+  kj::Promise<void> ended(EndedContext) override { return kj::READY_NOW; }
+};
+
+}  // namespace
+
+int cmd_start(connection& c, const options& o) {
+  auto& a = o.rest;
+  if (a.size() < 3) die("start needs a sandbox name and a command: warren start NAME -- CMD [ARGS...]", exit_usage);
+  std::string name = a[1], id, cwd;
+  std::vector<std::pair<std::string, std::string>> env;
+  bool shell = false;
+  std::uint32_t log_bytes = 0;
+  std::size_t i = 2;
+  for (; i < a.size(); ++i) {
+    auto& f = a[i];
+    if (f == "--") {
+      ++i;
+      break;
+    }
+    auto value = [&]() -> std::string {
+      if (i + 1 >= a.size()) die("option " + f + " needs a value", exit_usage);
+      return a[++i];
+    };
+    if (f == "--id") id = value();
+    else if (f == "--cwd" || f == "-w") cwd = value();
+    else if (f == "--shell") shell = true;
+    else if (f == "--log-bytes") log_bytes = static_cast<std::uint32_t>(std::strtoul(value().c_str(), nullptr, 10));
+    else if (f == "--env" || f == "-e") {
+      auto kv = value();
+      auto eq = kv.find('=');
+      if (eq == std::string::npos) die("--env takes NAME=VALUE, got '" + kv + "'", exit_usage);
+      env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    } else if (f.rfind("-", 0) == 0) die("unknown start option " + f + " (put the command after --)", exit_usage);
+    else break;
+  }
+  if (i >= a.size()) die("start needs a command after the sandbox name", exit_usage);
+  auto sreq = c.root.sandboxRequest();
+  sreq.setName(name);
+  auto req = sreq.send().getSandbox().startProcessRequest();
+  auto r = req.initRequest();
+  if (shell) {
+    std::string line;
+    for (std::size_t k = i; k < a.size(); ++k) line += (k > i ? " " : "") + a[k];
+    r.initCommand().setShell(line);
+  } else {
+    auto argv = r.initCommand().initArgv(static_cast<unsigned>(a.size() - i));
+    for (std::size_t k = i; k < a.size(); ++k) argv.set(static_cast<unsigned>(k - i), a[k]);
+  }
+  auto e = r.initEnv(static_cast<unsigned>(env.size()));
+  for (unsigned k = 0; k < env.size(); ++k) {
+    e[k].setName(env[k].first);
+    e[k].setValue(env[k].second);
+  }
+  r.setCwd(cwd);
+  auto opts = req.initOptions();
+  opts.setId(id);
+  opts.setLogBytes(log_bytes);
+  auto info = req.send().wait(c.io.waitScope).getInfo();
+  std::printf("%s\n", info.getId().cStr());
+  return 0;
+}
+
+int cmd_ps(connection& c, const options& o) {
+  if (o.rest.size() != 2) die("ps needs a sandbox name", exit_usage);
+  auto res = existing(c, o.rest[1]).listProcessesRequest().send().wait(c.io.waitScope);
+  if (!o.json) std::printf("%-16s %-8s %-8s %7s %s\n", "ID", "STATUS", "END", "PID", "COMMAND");
+  else std::printf("[");
+  bool first = true;
+  for (auto p : res.getProcesses()) {
+    if (o.json) {
+      std::printf("%s{\"id\":\"%s\",\"status\":\"%s\",\"exitCode\":%d,\"signal\":%d,\"pid\":%d,\"stdoutBytes\":%llu,"
+                  "\"stderrBytes\":%llu}",
+                  first ? "" : ",", p.getId().cStr(), status_name(p.getStatus()), p.getExitCode(), p.getSignal(),
+                  p.getPid(), static_cast<unsigned long long>(p.getStdoutBytes()),
+                  static_cast<unsigned long long>(p.getStderrBytes()));
+      first = false;
+      continue;
+    }
+    std::printf("%-16s %-8s %-8s %7d %s\n", p.getId().cStr(), status_name(p.getStatus()), describe_end(p).c_str(),
+                p.getPid(), command_line(p).c_str());
+  }
+  if (o.json) std::printf("]\n");
+  return 0;
+}
+
+int cmd_logs(connection& c, const options& o) {
+  bool follow = false;
+  std::vector<std::string> pos;
+  for (std::size_t i = 1; i < o.rest.size(); ++i) {
+    if (o.rest[i] == "--follow" || o.rest[i] == "-f") follow = true;
+    else pos.push_back(o.rest[i]);
+  }
+  if (pos.size() != 2) die("logs needs a sandbox name and a process id: warren logs NAME ID [--follow]", exit_usage);
+  auto g = existing(c, pos[0]).getProcessRequest();
+  g.setId(pos[1]);
+  auto process = g.send().getProcess();
+  if (follow) {
+    auto req = process.streamLogsRequest();
+    req.setSink(kj::heap<print_sink>());
+    req.send().wait(c.io.waitScope);
+    return 0;
+  }
+  auto res = process.logsRequest().send().wait(c.io.waitScope);
+  for (auto [chunk, fd] : {std::pair{res.getStdout(), 1}, std::pair{res.getStderr(), 2}}) {
+    if (chunk.getDroppedBytes() > 0)
+      std::fprintf(stderr, "warren: [%llu earlier bytes of %s no longer buffered]\n",
+                   static_cast<unsigned long long>(chunk.getDroppedBytes()), fd == 2 ? "stderr" : "stdout");
+    auto d = chunk.getData();
+    if (d.size() && ::write(fd, d.begin(), d.size()) < 0) return exit_warren_error;
+  }
+  return 0;
+}
+
+int cmd_kill(connection& c, const options& o) {
+  int signal = 0;
+  std::vector<std::string> pos;
+  for (std::size_t i = 1; i < o.rest.size(); ++i) {
+    if (o.rest[i] == "--signal" && i + 1 < o.rest.size()) signal = std::atoi(o.rest[++i].c_str());
+    else pos.push_back(o.rest[i]);
+  }
+  if (pos.size() != 2) die("kill needs a sandbox name and a process id: warren kill NAME ID [--signal N]", exit_usage);
+  auto g = existing(c, pos[0]).getProcessRequest();
+  g.setId(pos[1]);
+  auto process = g.send().getProcess();
+  auto k = process.killRequest();
+  k.setSignal(signal);
+  k.send().wait(c.io.waitScope);
+  if (signal == 0) {
+    auto w = process.waitForExitRequest();
+    w.setTimeoutMs(10000);
+    auto info = w.send().wait(c.io.waitScope).getInfo();
+    std::printf("%s: %s\n", info.getId().cStr(), describe_end(info).c_str());
+  }
+  return 0;
+}
+
+}  // namespace warren::cli
