@@ -35,6 +35,13 @@ interface Process {
   # Resolves at the first line (of stdout, 1, or stderr, 2) that contains `pattern`: in what
   # is buffered (fromStart) or only in new output. Fails with "timeout", or with "not_found"
   # when the process ends without printing it.
+
+  waitForPort @6 (port :UInt16, http :Bool, path :Text, statusMin :UInt16, statusMax :UInt16,
+                  intervalMs :UInt32, timeoutMs :UInt64) -> (status :UInt16);
+  # Resolves once the sandbox's 127.0.0.1:`port` accepts a connection (http false) or answers
+  # `GET path` (default /) with a status in [statusMin, statusMax] (default 200-399; status
+  # is returned). Tries every intervalMs (default 100). Fails with "timeout", or "not_found"
+  # when the process ends first.
 }
 
 struct LogChunk {

@@ -159,8 +159,8 @@ interface Sandbox {
   # Starts a background process (wire/process.capnp): it runs until it ends or is killed,
   # its output goes to ring buffers that clients read and follow with offsets. `request`:
   # command, env, cwd as for exec (session, stdin, collectOutput, timeoutMs are not for
-  # background processes and are refused). Not yet: journaled status, restart on wake,
-  # readiness on ports (the background-processes issue goes on).
+  # background processes and are refused). Not yet: journaled status, restart on wake
+  # (the background-processes issue goes on).
 
   listProcesses @11 () -> (processes :List(ProcessInfo));
   # Every background process since the sandbox last started (running and ended).

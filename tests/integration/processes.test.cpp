@@ -94,3 +94,24 @@ TEST_CASE("processes: wait for a log line and for the exit, reconnect to the out
   CHECK(a.error_of(timed).rfind("timeout", 0) == 0);
   REQUIRE(a.error_of(slow.killRequest()) == "");
 }
+
+TEST_CASE("processes: wait until a dev server answers HTTP on its port", "[e2e][processes]") {
+  warrend_process d;
+  api a(d);
+  auto p = start(a, "h", "web", "sleep 0.5; exec python3 -m http.server 8123 --bind 127.0.0.1");
+  auto wait = p.waitForPortRequest();
+  wait.setPort(8123);
+  wait.setHttp(true);
+  wait.setTimeoutMs(20000);
+  CHECK(wait.send().wait(a.io.waitScope).getStatus() == 200);
+  // A port nobody will open: the wait ends with the process, or at its timeout.
+  auto quick = start(a, "h", "quick", "sleep 0.3");
+  auto never = quick.waitForPortRequest();
+  never.setPort(8999);
+  CHECK(a.error_of(never).rfind("not_found", 0) == 0);
+  auto tcp = p.waitForPortRequest();
+  tcp.setPort(8998);
+  tcp.setTimeoutMs(300);
+  CHECK(a.error_of(tcp).rfind("timeout", 0) == 0);
+  REQUIRE(a.error_of(p.killRequest()) == "");
+}

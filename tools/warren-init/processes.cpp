@@ -175,7 +175,7 @@ void fill_chunk(wire::LogChunk::Builder b, const ring& r) {
 
 class process_impl final : public wire::Process::Server {
  public:
-  process_impl(kj::Own<bg_process> p, kj::Timer& timer) : p_(kj::mv(p)), timer_(timer) {}
+  process_impl(kj::Own<bg_process> p, kj::Timer& timer, kj::Network& net) : p_(kj::mv(p)), timer_(timer), net_(net) {}
 
  protected:
   kj::Promise<void> info(InfoContext context) override {
@@ -224,6 +224,29 @@ class process_impl final : public wire::Process::Server {
     }));
   }
 
+  kj::Promise<void> waitForPort(WaitForPortContext context) override {
+    context.allowCancellation();
+    auto p = context.getParams();
+    if (p.getPort() == 0) throw_code("invalid_argument", "port 0");
+    probe_spec spec{p.getPort(), p.getHttp(), p.hasPath() && p.getPath().size() ? std::string(p.getPath().cStr()) : "/",
+                    p.getStatusMin() ? p.getStatusMin() : std::uint16_t(200),
+                    p.getStatusMax() ? p.getStatusMax() : std::uint16_t(399),
+                    p.getIntervalMs() ? p.getIntervalMs() : 100u};
+    if (spec.path.empty() || spec.path[0] != '/' || spec.path.find_first_of("\r\n ") != std::string::npos)
+      throw_code("invalid_argument", "the path must start with / and hold no spaces or line breaks");
+    // One watch on the process's end for the whole wait (not one per try).
+    auto ended = kj::heap<kj::ForkedPromise<void>>(until_done().fork());
+    auto& ref = *ended;
+    auto wait = probe_until_ready(spec, ref).then([context](std::uint16_t status) mutable {
+      context.getResults().setStatus(status);
+    }).attach(kj::mv(ended));
+    auto timeout = p.getTimeoutMs();
+    if (timeout == 0) return wait;
+    return wait.exclusiveJoin(timer_.afterDelay(timeout * kj::MILLISECONDS).then([port = spec.port]() -> kj::Promise<void> {
+      throw_code("timeout", "nothing answered on port " + std::to_string(port) + " yet");
+    }));
+  }
+
   kj::Promise<void> waitForLog(WaitForLogContext context) override {
     context.allowCancellation();
     auto params = context.getParams();
@@ -244,6 +267,52 @@ class process_impl final : public wire::Process::Server {
     wire::LogSink::Client sink;
     std::uint64_t next[2];  // stdout, stderr
   };
+
+  struct probe_spec {
+    std::uint16_t port;
+    bool http;
+    std::string path;
+    std::uint16_t status_min, status_max;
+    std::uint32_t interval_ms;
+  };
+
+  // One attempt: 0 when nothing listens (or, for http, the answer is not in range yet),
+  // else the HTTP status (or 1 for a bare TCP accept).
+  kj::Promise<std::uint16_t> probe(const probe_spec& spec) {
+    auto& net = network();
+    return net.parseAddress("127.0.0.1", spec.port)
+        .then([](kj::Own<kj::NetworkAddress> addr) { return addr->connect().attach(kj::mv(addr)); })
+        .then([spec](kj::Own<kj::AsyncIoStream> conn) -> kj::Promise<std::uint16_t> {
+          if (!spec.http) return std::uint16_t(1);
+          auto request = kj::str("GET ", spec.path.c_str(), " HTTP/1.0\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+          auto& ref = *conn;
+          return ref.write(request.begin(), request.size())
+              .attach(kj::mv(request))
+              .then([&ref]() { return ref.readAllText(64 * 1024); })
+              .then([spec](kj::String reply) -> std::uint16_t {
+                // "HTTP/1.x NNN ..."
+                std::string head(reply.cStr(), std::min<std::size_t>(reply.size(), 16));
+                if (head.rfind("HTTP/", 0) != 0 || head.size() < 12) return 0;
+                auto status = static_cast<std::uint16_t>(std::atoi(head.c_str() + 9));
+                return status >= spec.status_min && status <= spec.status_max ? status : 0;
+              })
+              .attach(kj::mv(conn));
+        })
+        .catch_([](kj::Exception&&) -> std::uint16_t { return 0; });
+  }
+
+  kj::Promise<std::uint16_t> probe_until_ready(probe_spec spec, kj::ForkedPromise<void>& ended) {
+    return probe(spec).then([this, spec, &ended](std::uint16_t status) -> kj::Promise<std::uint16_t> {
+      if (status != 0) return status;
+      if (p_->done()) throw_code("not_found", "the process ended before port " + std::to_string(spec.port) + " answered");
+      // The next try after the interval, or at once when the process ends.
+      return timer_.afterDelay(spec.interval_ms * kj::MILLISECONDS)
+          .exclusiveJoin(ended.addBranch())
+          .then([this, spec, &ended]() { return probe_until_ready(spec, ended); });
+    });
+  }
+
+  kj::Network& network();
 
   kj::Promise<void> until_done() {
     if (p_->done()) return kj::READY_NOW;
@@ -313,7 +382,10 @@ class process_impl final : public wire::Process::Server {
 
   kj::Own<bg_process> p_;
   kj::Timer& timer_;
+  kj::Network& net_;
 };
+
+kj::Network& process_impl::network() { return net_; }
 
 bool valid_id(const std::string& id) {
   if (id.empty() || id.size() > 64) return false;
@@ -394,7 +466,7 @@ wire::Process::Client process_table::start(const process_spec& spec, wire::Proce
                    });
   p->fill(info);
   procs_.emplace(id, kj::addRef(*p));
-  return kj::heap<process_impl>(kj::mv(p), io_.provider->getTimer());
+  return kj::heap<process_impl>(kj::mv(p), io_.provider->getTimer(), io_.provider->getNetwork());
 }
 
 void process_table::fill_list(capnp::List<wire::ProcessInfo>::Builder out) const {
@@ -408,7 +480,8 @@ kj::Maybe<wire::Process::Client> process_table::get(const std::string& id, wire:
   auto it = procs_.find(id);
   if (it == procs_.end()) return nullptr;
   it->second->fill(info);
-  return wire::Process::Client(kj::heap<process_impl>(kj::addRef(*it->second), io_.provider->getTimer()));
+  return wire::Process::Client(
+      kj::heap<process_impl>(kj::addRef(*it->second), io_.provider->getTimer(), io_.provider->getNetwork()));
 }
 
 std::uint32_t process_table::kill_all(int signal) {
