@@ -153,6 +153,11 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
   if (options_.user_namespace && !lend_id_range(spec.sandbox_id, uid_base))
     return fail("all " + std::to_string(options_.uid_ranges) +
                 " user id ranges are in use by running sandboxes (raise --sandbox-uid-ranges)");
+  // Until the init runs, any failure gives the id range back.
+  bool spawned = false;
+  auto give_back = kj::defer([&]() {
+    if (!spawned) return_id_range(spec.sandbox_id);
+  });
   std::vector<std::string> cgroup_dirs;
   auto limits = cgroups_.effective(cgroup_limits{spec.memory_bytes, spec.pids_max, spec.cpu_millis});
   {
@@ -165,26 +170,19 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
     // the overlays it gets some room above the limit (overlayfs makes its work directory
     // then), so that a sandbox whose disk is full still starts, and its user can delete.
     constexpr std::uint64_t start_headroom = 16ull << 20;
-    if (auto e = options_.disk->prepare(spec.sandbox_id, spec.dir, disk ? disk + start_headroom : 0)) {
-      return_id_range(spec.sandbox_id);
+    if (auto e = options_.disk->prepare(spec.sandbox_id, spec.dir, disk ? disk + start_headroom : 0))
       return fail(e.message);
-    }
   }
   if (auto e = cgroups_.create(spec.sandbox_id, limits, cgroup_dirs)) {
     cgroups_.remove(spec.sandbox_id);
-    return_id_range(spec.sandbox_id);
     return fail(e.message);
   }
 
   int sv[2], status[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-    return_id_range(spec.sandbox_id);
-    return fail(std::string("socketpair: ") + std::strerror(errno));
-  }
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return fail(std::string("socketpair: ") + std::strerror(errno));
   if (::pipe2(status, O_CLOEXEC) < 0) {
     ::close(sv[0]);
     ::close(sv[1]);
-    return_id_range(spec.sandbox_id);
     return fail(std::string("pipe2: ") + std::strerror(errno));
   }
   int child_sock = high_fd(sv[1]), child_status = high_fd(status[1]);
@@ -213,9 +211,9 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
   if (pid < 0) {
     ::close(sv[0]);
     ::close(status[0]);
-    return_id_range(spec.sandbox_id);
     return fail(spawn_error.message);
   }
+  spawned = true;  // From here on, the init's exit gives the range back (on_exit).
 
   auto l = kj::heap<link>();
   l->sandbox_id = spec.sandbox_id;
