@@ -299,11 +299,7 @@ class files_impl final : public wire::Files::Server {
 
   kj::Promise<void> readFile(ReadFileContext context) override {
     auto p = context.getParams();
-    auto path = parse_path(p.getPath());
-    auto fd = open_regular(path);
-    struct stat st {};
-    ::fstat(fd.get(), &st);
-    auto [offset, want] = range(st, p.getOffset(), p.getLength());
+    auto [path, fd, st, offset, want] = open_range(p.getPath(), p.getOffset(), p.getLength());
     if (want > one_shot_limit)
       throw_code("too_large", path.str() + " has " + std::to_string(want) +
                                   " bytes to read; readFile returns at most 16 MiB: use streamFile, or offset and length");
@@ -324,11 +320,7 @@ class files_impl final : public wire::Files::Server {
 
   kj::Promise<void> streamFile(StreamFileContext context) override {
     auto p = context.getParams();
-    auto path = parse_path(p.getPath());
-    auto fd = open_regular(path);
-    struct stat st {};
-    ::fstat(fd.get(), &st);
-    auto [offset, want] = range(st, p.getOffset(), p.getLength());
+    auto [path, fd, st, offset, want] = open_range(p.getPath(), p.getOffset(), p.getLength());
     fill_info(context.getResults().initInfo(), path.str(), st, "", fd.get());
     auto job = kj::heap<stream_job>(stream_job{std::move(fd), p.getSink(), offset, want, 0, path.str()});
     auto& ref = *job;
@@ -454,11 +446,23 @@ class files_impl final : public wire::Files::Server {
     std::string target;
   };
 
-  static std::pair<std::uint64_t, std::uint64_t> range(const struct stat& st, std::uint64_t offset, std::uint64_t length) {
+  // A regular file opened for reading, and the byte range [offset, offset + want) of it that
+  // a read of `length` bytes (0: to the end) from `offset` covers.
+  struct read_range {
+    sandbox_path path;
+    unique_fd fd;
+    struct stat st;
+    std::uint64_t offset, want;
+  };
+  read_range open_range(capnp::Text::Reader text, std::uint64_t offset, std::uint64_t length) {
+    auto path = parse_path(text);
+    auto fd = open_regular(path);
+    struct stat st {};
+    ::fstat(fd.get(), &st);
     auto size = static_cast<std::uint64_t>(st.st_size);
     if (offset > size) throw_code("invalid_argument", "offset " + std::to_string(offset) + " is past the end (" + std::to_string(size) + " bytes)");
     auto left = size - offset;
-    return {offset, length == 0 ? left : std::min(length, left)};
+    return {std::move(path), std::move(fd), st, offset, length == 0 ? left : std::min(length, left)};
   }
 
   kj::Promise<void> pump(stream_job& job) {

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,24 @@ inline wire::Sandbox::Client existing(connection& c, const std::string& name) {
   options.setStart(false);
   return req.send().getSandbox();
 }
+
+/// What exec and start share on their command lines: NAME, flags, then [--] CMD [ARGS...].
+struct command_line {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string cwd;
+  bool shell = false;
+  std::vector<std::string> command;
+};
+
+/// Parses o.rest: the sandbox name, --env/--cwd/--shell and the flags `extra` takes (it gets
+/// the flag and a function that takes its value; false: not one of its flags), then the
+/// command. Dies with a usage error on anything else.
+command_line parse_command_line(const options& o, const char* what,
+                                const std::function<bool(const std::string&, const std::function<std::string()>&)>& extra);
+
+/// Sets an ExecRequest's command (argv, or the words joined as one shell line), env and cwd.
+void fill_request(wire::ExecRequest::Builder r, const command_line& c);
 
 /// files.cpp: cp, cat, ls-files.
 int cmd_cp(connection& c, const options& o);

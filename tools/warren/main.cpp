@@ -20,6 +20,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -244,16 +245,18 @@ kj::Own<connection> connect(kj::AsyncIoContext& io, const options& o) {
   return c;
 }
 
-int cmd_exec(connection& c, const options& o) {
+}  // namespace
+
+namespace warren::cli {
+
+command_line parse_command_line(const options& o, const char* what,
+                                const std::function<bool(const std::string&, const std::function<std::string()>&)>& extra) {
   auto& a = o.rest;
-  std::size_t i = 1;
-  if (i >= a.size()) die("exec needs a sandbox name and a command: warren exec NAME -- CMD [ARGS...]", exit_usage);
-  std::string name = a[i++];
-  std::vector<std::pair<std::string, std::string>> env;
-  std::string cwd;
-  std::uint64_t timeout_ms = 0;
-  bool shell = false, with_stdin = false, finish = false;
-  std::string session;
+  std::string verb = what;
+  if (a.size() < 2) die(verb + " needs a sandbox name and a command: warren " + verb + " NAME -- CMD [ARGS...]", exit_usage);
+  command_line c;
+  c.name = a[1];
+  std::size_t i = 2;
   for (; i < a.size(); ++i) {
     auto& f = a[i];
     if (f == "--") {
@@ -268,50 +271,74 @@ int cmd_exec(connection& c, const options& o) {
       auto kv = value();
       auto eq = kv.find('=');
       if (eq == std::string::npos) die("--env takes NAME=VALUE, got '" + kv + "'", exit_usage);
-      env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+      c.env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
     } else if (f == "--cwd" || f == "-w") {
-      cwd = value();
-    } else if (f == "--timeout" || f == "-t") {
+      c.cwd = value();
+    } else if (f == "--shell") {
+      c.shell = true;
+    } else if (extra(f, value)) {
+      continue;
+    } else if (f.rfind("-", 0) == 0) {
+      die("unknown " + verb + " option " + f + " (put the command after --)", exit_usage);
+    } else {
+      break;  // The command starts here (no -- given).
+    }
+  }
+  if (i >= a.size()) die(verb + " needs a command after the sandbox name: warren " + verb + " NAME -- CMD [ARGS...]", exit_usage);
+  c.command.assign(a.begin() + static_cast<std::ptrdiff_t>(i), a.end());
+  return c;
+}
+
+void fill_request(wire::ExecRequest::Builder r, const command_line& c) {
+  if (c.shell) {
+    std::string line;
+    for (auto& w : c.command) line += (line.empty() ? "" : " ") + w;
+    r.initCommand().setShell(line);
+  } else {
+    auto argv = r.initCommand().initArgv(static_cast<unsigned>(c.command.size()));
+    for (unsigned k = 0; k < c.command.size(); ++k) argv.set(k, c.command[k]);
+  }
+  auto e = r.initEnv(static_cast<unsigned>(c.env.size()));
+  for (unsigned k = 0; k < c.env.size(); ++k) {
+    e[k].setName(c.env[k].first);
+    e[k].setValue(c.env[k].second);
+  }
+  r.setCwd(c.cwd);
+}
+
+}  // namespace warren::cli
+
+namespace {
+
+int cmd_exec(connection& c, const options& o) {
+  std::uint64_t timeout_ms = 0;
+  bool with_stdin = false, finish = false;
+  std::string session;
+  auto cmd = parse_command_line(o, "exec", [&](const std::string& f, const std::function<std::string()>& value) {
+    if (f == "--timeout" || f == "-t") {
       auto v = value();
       char* end = nullptr;
       double s = std::strtod(v.c_str(), &end);
       if (end == v.c_str() || *end != '\0' || s <= 0) die("--timeout takes a positive number of seconds, got '" + v + "'", exit_usage);
       timeout_ms = static_cast<std::uint64_t>(s * 1000);
-    } else if (f == "--shell") {
-      shell = true;
     } else if (f == "--session" || f == "-s") {
       session = value();
     } else if (f == "--stdin" || f == "-i") {
       with_stdin = true;
     } else if (f == "--finish-on-disconnect") {
       finish = true;
-    } else if (f.rfind("-", 0) == 0) {
-      die("unknown exec option " + f + " (put the command after --)", exit_usage);
     } else {
-      break;  // The command starts here (no -- given).
+      return false;
     }
-  }
-  if (i >= a.size()) die("exec needs a command after the sandbox name: warren exec NAME -- CMD [ARGS...]", exit_usage);
+    return true;
+  });
 
   auto sreq = c.root.sandboxRequest();
-  sreq.setName(name);
+  sreq.setName(cmd.name);
   auto sandbox = sreq.send().getSandbox();  // Pipelined: one round trip for both calls.
   auto req = sandbox.execRequest();
   auto r = req.initRequest();
-  if (shell) {
-    std::string line;
-    for (std::size_t k = i; k < a.size(); ++k) line += (k > i ? " " : "") + a[k];
-    r.initCommand().setShell(line);
-  } else {
-    auto argv = r.initCommand().initArgv(a.size() - i);
-    for (std::size_t k = i; k < a.size(); ++k) argv.set(k - i, a[k]);
-  }
-  auto e = r.initEnv(env.size());
-  for (unsigned k = 0; k < env.size(); ++k) {
-    e[k].setName(env[k].first);
-    e[k].setValue(env[k].second);
-  }
-  r.setCwd(cwd);
+  fill_request(r, cmd);
   r.setTimeoutMs(timeout_ms);
   r.setSession(session);
   r.setStdinStream(with_stdin);

@@ -26,7 +26,7 @@ std::string describe_end(wire::ProcessInfo::Reader i) {
   return "";
 }
 
-std::string command_line(wire::ProcessInfo::Reader i) {
+std::string joined_command(wire::ProcessInfo::Reader i) {
   std::string s;
   for (auto a : i.getCommand()) s += (s.empty() ? "" : " ") + std::string(a.cStr());
   return s;
@@ -62,54 +62,18 @@ class print_sink final : public wire::LogSink::Server {
 }  // namespace
 
 int cmd_start(connection& c, const options& o) {
-  auto& a = o.rest;
-  if (a.size() < 3) die("start needs a sandbox name and a command: warren start NAME -- CMD [ARGS...]", exit_usage);
-  std::string name = a[1], id, cwd;
-  std::vector<std::pair<std::string, std::string>> env;
-  bool shell = false;
+  std::string id;
   std::uint32_t log_bytes = 0;
-  std::size_t i = 2;
-  for (; i < a.size(); ++i) {
-    auto& f = a[i];
-    if (f == "--") {
-      ++i;
-      break;
-    }
-    auto value = [&]() -> std::string {
-      if (i + 1 >= a.size()) die("option " + f + " needs a value", exit_usage);
-      return a[++i];
-    };
+  auto cmd = parse_command_line(o, "start", [&](const std::string& f, const std::function<std::string()>& value) {
     if (f == "--id") id = value();
-    else if (f == "--cwd" || f == "-w") cwd = value();
-    else if (f == "--shell") shell = true;
     else if (f == "--log-bytes") log_bytes = static_cast<std::uint32_t>(std::strtoul(value().c_str(), nullptr, 10));
-    else if (f == "--env" || f == "-e") {
-      auto kv = value();
-      auto eq = kv.find('=');
-      if (eq == std::string::npos) die("--env takes NAME=VALUE, got '" + kv + "'", exit_usage);
-      env.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-    } else if (f.rfind("-", 0) == 0) die("unknown start option " + f + " (put the command after --)", exit_usage);
-    else break;
-  }
-  if (i >= a.size()) die("start needs a command after the sandbox name", exit_usage);
+    else return false;
+    return true;
+  });
   auto sreq = c.root.sandboxRequest();
-  sreq.setName(name);
+  sreq.setName(cmd.name);
   auto req = sreq.send().getSandbox().startProcessRequest();
-  auto r = req.initRequest();
-  if (shell) {
-    std::string line;
-    for (std::size_t k = i; k < a.size(); ++k) line += (k > i ? " " : "") + a[k];
-    r.initCommand().setShell(line);
-  } else {
-    auto argv = r.initCommand().initArgv(static_cast<unsigned>(a.size() - i));
-    for (std::size_t k = i; k < a.size(); ++k) argv.set(static_cast<unsigned>(k - i), a[k]);
-  }
-  auto e = r.initEnv(static_cast<unsigned>(env.size()));
-  for (unsigned k = 0; k < env.size(); ++k) {
-    e[k].setName(env[k].first);
-    e[k].setValue(env[k].second);
-  }
-  r.setCwd(cwd);
+  fill_request(req.initRequest(), cmd);
   auto opts = req.initOptions();
   opts.setId(id);
   opts.setLogBytes(log_bytes);
@@ -135,7 +99,7 @@ int cmd_ps(connection& c, const options& o) {
       continue;
     }
     std::printf("%-16s %-8s %-8s %7d %s\n", p.getId().cStr(), status_name(p.getStatus()), describe_end(p).c_str(),
-                p.getPid(), command_line(p).c_str());
+                p.getPid(), joined_command(p).c_str());
   }
   if (o.json) std::printf("]\n");
   return 0;
