@@ -253,10 +253,8 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
   }
   st.last_activity_ms = now_ms();
   st.status = st.rec.hibernated ? sandbox_status::hibernated : sandbox_status::stopped;
-  if (!st.rec.open_execs.empty()) {
-    std::vector<wire::event> events;
-    for (auto& f : decide_recovery(st.rec)) events.emplace_back(std::move(f));
-    spdlog::info("event=execs_lost sandbox={} count={}", st.spec.name, events.size());
+  if (auto events = decide_recovery(st.rec); !events.empty()) {
+    spdlog::info("event=work_lost sandbox={} execs_and_processes={}", st.spec.name, events.size());
     write(self, std::move(events), [](const error&) {});
   }
 

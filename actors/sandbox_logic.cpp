@@ -40,6 +40,25 @@ void apply(sandbox_record& rec, const wire::envelope& e) {
                  [&](const wire::sandbox_configured& x) {
                    rec.config = {x.sleep_after_ms, x.keep_alive, {x.memory_bytes, x.pids_max, x.cpu_millis, x.disk_bytes}};
                  },
+                 [&](const wire::process_started& x) {
+                   auto& ps = rec.processes;
+                   ps.erase(std::remove_if(ps.begin(), ps.end(), [&](auto& p) { return p.process_id == x.process_id; }),
+                            ps.end());
+                   ps.push_back(wire::process_entry{x.process_id, x.argv, 0, 0, 0});
+                   // The history is bounded: the oldest ended ones go first.
+                   while (ps.size() > max_processes) {
+                     auto ended = std::find_if(ps.begin(), ps.end(), [](auto& p) { return p.status != 0; });
+                     ps.erase(ended == ps.end() ? ps.begin() : ended);
+                   }
+                 },
+                 [&](const wire::process_ended& x) {
+                   for (auto& p : rec.processes)
+                     if (p.process_id == x.process_id && p.status == 0) {
+                       p.status = x.status;
+                       p.exit_code = x.exit_code;
+                       p.signal = x.signal;
+                     }
+                 },
              },
              e.body);
 }
@@ -184,6 +203,7 @@ wire::sandbox_snapshot to_snapshot(const sandbox_record& rec) {
   s.pids_max = rec.config.limits.pids_max;
   s.cpu_millis = rec.config.limits.cpu_millis;
   s.disk_bytes = rec.config.limits.disk_bytes;
+  s.processes = rec.processes;
   return s;
 }
 
@@ -198,6 +218,7 @@ sandbox_record from_snapshot(const wire::sandbox_snapshot& s) {
   rec.config = {s.sleep_after_ms, s.keep_alive, {s.memory_bytes, s.pids_max, s.cpu_millis, s.disk_bytes}};
   rec.hibernated = s.hibernated;
   rec.hibernations = s.hibernations;
+  rec.processes = s.processes;
   return rec;
 }
 
@@ -218,14 +239,17 @@ std::string record_json(const sandbox_record& rec) {
          ",\"diskBytes\":" + std::to_string(rec.config.limits.disk_bytes) + "}";
 }
 
-std::vector<wire::exec_finished> decide_recovery(const sandbox_record& rec) {
-  std::vector<wire::exec_finished> out;
+std::vector<wire::event> decide_recovery(const sandbox_record& rec) {
+  std::vector<wire::event> out;
   for (auto id : rec.open_execs) {
     wire::exec_finished f;
     f.exec_id = id;
     f.failed = "lost: the daemon stopped while the command ran";
     out.push_back(std::move(f));
   }
+  // Its processes died with its init (hibernation, a restart of the daemon, a crash).
+  for (auto& p : rec.processes)
+    if (p.status == 0) out.push_back(wire::process_ended{p.process_id, 3, 0, 0});
   return out;
 }
 

@@ -44,6 +44,7 @@ struct sandbox_record {
   sandbox_config config;
   bool hibernated = false;          ///< Asleep since its last sandbox_hibernated.
   std::uint64_t hibernations = 0;   ///< How many times it went to sleep.
+  std::vector<wire::process_entry> processes;  ///< Background processes, oldest first (at most 100).
 };
 
 /// Applies one event. Never fails, never does I/O; events that do not concern a sandbox
@@ -72,7 +73,7 @@ exec_decision decide_exec(const sandbox_record& rec, const exec_request& req);
 wire::exec_finished decide_exec_end(std::uint64_t exec_id, const exec_outcome& o);
 
 /// Events that close execs left open by a daemon that stopped while they ran.
-std::vector<wire::exec_finished> decide_recovery(const sandbox_record& rec);
+std::vector<wire::event> decide_recovery(const sandbox_record& rec);
 
 /// Checks lifecycle settings: sleep_after between 1 s and 30 days.
 error validate_config(const sandbox_config& c);
@@ -93,5 +94,7 @@ std::string record_json(const sandbox_record& rec);
 
 /// Default working directory of commands.
 inline constexpr const char* default_cwd = "/workspace";
+/// Background processes a sandbox's state remembers (running ones always; then the newest).
+inline constexpr std::size_t max_processes = 100;
 
 }  // namespace warren::actors

@@ -92,6 +92,18 @@ std::string encode_envelope(const envelope& e) {
           b.setPidsMax(x.pids_max);
           b.setCpuMillis(x.cpu_millis);
           b.setDiskBytes(x.disk_bytes);
+        } else if constexpr (std::is_same_v<T, process_started>) {
+          auto b = ev.initProcessStarted();
+          b.setProcessId(x.process_id);
+          set_texts(b.initArgv(x.argv.size()), x.argv);
+          b.setCwd(x.cwd);
+          set_texts(b.initEnvNames(x.env_names.size()), x.env_names);
+        } else if constexpr (std::is_same_v<T, process_ended>) {
+          auto b = ev.initProcessEnded();
+          b.setProcessId(x.process_id);
+          b.setStatus(x.status);
+          b.setExitCode(x.exit_code);
+          b.setSignal(x.signal);
         } else {
           static_assert(always_false<T>, "event kind without an encoder");
         }
@@ -160,6 +172,16 @@ decoded decode_envelope(std::string_view bytes) {
                                     r.getMemoryBytes(), r.getPidsMax(), r.getCpuMillis(), r.getDiskBytes()};
         break;
       }
+      case j::Envelope::Event::PROCESS_STARTED: {
+        auto r = ev.getProcessStarted();
+        e.body = process_started{str(r.getProcessId()), get_texts(r.getArgv()), str(r.getCwd()), get_texts(r.getEnvNames())};
+        break;
+      }
+      case j::Envelope::Event::PROCESS_ENDED: {
+        auto r = ev.getProcessEnded();
+        e.body = process_ended{str(r.getProcessId()), r.getStatus(), r.getExitCode(), r.getSignal()};
+        break;
+      }
       default:
         // A kind written by a newer daemon.
         if (e.skippable) {
@@ -183,7 +205,7 @@ decoded decode_envelope(std::string_view bytes) {
 const char* event_kind(const event& e) {
   static constexpr const char* kinds[] = {"sandbox_created",    "sandbox_destroyed", "exec_started",
                                           "exec_finished",      "sandbox_hibernated", "sandbox_woke",
-                                          "sandbox_configured"};
+                                          "sandbox_configured", "process_started",  "process_ended"};
   static_assert(std::size(kinds) == std::variant_size_v<event>);
   return kinds[e.index()];
 }
@@ -237,6 +259,12 @@ std::string event_json(const event& e) {
                ",\"keepAlive\":" + (x.keep_alive ? "true" : "false") +
                ",\"memoryBytes\":" + std::to_string(x.memory_bytes) + ",\"pidsMax\":" + std::to_string(x.pids_max) +
                ",\"cpuMillis\":" + std::to_string(x.cpu_millis) + ",\"diskBytes\":" + std::to_string(x.disk_bytes);
+        } else if constexpr (std::is_same_v<T, process_started>) {
+          f += ",\"processId\":" + json_quote(x.process_id) + ",\"argv\":" + json_list(x.argv) +
+               ",\"cwd\":" + json_quote(x.cwd) + ",\"envNames\":" + json_list(x.env_names);
+        } else if constexpr (std::is_same_v<T, process_ended>) {
+          f += ",\"processId\":" + json_quote(x.process_id) + ",\"status\":" + std::to_string(x.status) +
+               ",\"exitCode\":" + std::to_string(x.exit_code) + ",\"signal\":" + std::to_string(x.signal);
         }
         return f + "}";
       },
@@ -270,6 +298,12 @@ std::string event_summary(const event& e) {
           return "hibernated (" + x.reason + ")";
         } else if constexpr (std::is_same_v<T, sandbox_woke>) {
           return "woke";
+        } else if constexpr (std::is_same_v<T, process_started>) {
+          return "process " + x.process_id + " started: " + shell_words(x.argv);
+        } else if constexpr (std::is_same_v<T, process_ended>) {
+          return "process " + x.process_id + (x.status == 1   ? " exited " + std::to_string(x.exit_code)
+                                              : x.status == 2 ? " killed by signal " + std::to_string(x.signal)
+                                                              : std::string(" lost: the sandbox stopped while it ran"));
         } else {
           return "configured: " + (x.keep_alive ? std::string("keep alive") : "sleep after " + std::to_string(x.sleep_after_ms / 1000) + " s");
         }

@@ -80,8 +80,26 @@ struct sandbox_configured {
   bool operator==(const sandbox_configured&) const = default;
 };
 
+/// A background process started (schema v5).
+struct process_started {
+  std::string process_id;
+  std::vector<std::string> argv;
+  std::string cwd;
+  std::vector<std::string> env_names;  ///< Names only: values may be secrets.
+  bool operator==(const process_started&) const = default;
+};
+
+/// A background process ended (schema v5). status: 1 exited, 2 killed, 3 lost.
+struct process_ended {
+  std::string process_id;
+  std::uint8_t status = 0;
+  std::int32_t exit_code = 0;
+  std::int32_t signal = 0;
+  bool operator==(const process_ended&) const = default;
+};
+
 using event = std::variant<sandbox_created, sandbox_destroyed, exec_started, exec_finished, sandbox_hibernated,
-                           sandbox_woke, sandbox_configured>;
+                           sandbox_woke, sandbox_configured, process_started, process_ended>;
 
 /// One journal entry: position, time and the event.
 struct envelope {

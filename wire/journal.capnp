@@ -18,7 +18,25 @@ struct Envelope {
     sandboxHibernated @7 :SandboxHibernated;
     sandboxWoke @8 :SandboxWoke;
     sandboxConfigured @9 :SandboxConfigured;
+    processStarted @10 :ProcessStarted;
+    processEnded @11 :ProcessEnded;
   }
+}
+
+struct ProcessStarted {
+  # In the sandbox's stream (schema v5): a background process started.
+  processId @0 :Text;
+  argv @1 :List(Text);
+  cwd @2 :Text;
+  envNames @3 :List(Text);  # Names only, never values.
+}
+
+struct ProcessEnded {
+  # In the sandbox's stream (schema v5): a background process ended.
+  processId @0 :Text;
+  status @1 :UInt8;         # 1 exited, 2 killed by a signal, 3 lost (the sandbox stopped while it ran).
+  exitCode @2 :Int32;
+  signal @3 :Int32;
 }
 
 struct SandboxCreated {
@@ -104,6 +122,15 @@ struct SandboxSnapshot {
   pidsMax @12 :UInt64;
   cpuMillis @13 :UInt64;
   diskBytes @14 :UInt64;
+  processes @15 :List(ProcessEntry);  # Its background processes (v5), oldest first.
+
+  struct ProcessEntry {
+    processId @0 :Text;
+    argv @1 :List(Text);
+    status @2 :UInt8;       # 0 running, else as in ProcessEnded.
+    exitCode @3 :Int32;
+    signal @4 :Int32;
+  }
 }
 
 struct RegistrySnapshot {

@@ -40,6 +40,17 @@ std::string encode_snapshot(const sandbox_snapshot& s) {
   b.setPidsMax(s.pids_max);
   b.setCpuMillis(s.cpu_millis);
   b.setDiskBytes(s.disk_bytes);
+  auto procs = b.initProcesses(static_cast<unsigned>(s.processes.size()));
+  for (unsigned i = 0; i < s.processes.size(); ++i) {
+    auto& p = s.processes[i];
+    auto o = procs[i];
+    o.setProcessId(p.process_id);
+    auto argv = o.initArgv(static_cast<unsigned>(p.argv.size()));
+    for (unsigned k = 0; k < p.argv.size(); ++k) argv.set(k, p.argv[k]);
+    o.setStatus(p.status);
+    o.setExitCode(p.exit_code);
+    o.setSignal(p.signal);
+  }
   return message_bytes(message);
 }
 
@@ -84,6 +95,11 @@ std::optional<sandbox_snapshot> decode_sandbox_snapshot(std::string_view bytes) 
     s.pids_max = r.getPidsMax();
     s.cpu_millis = r.getCpuMillis();
     s.disk_bytes = r.getDiskBytes();
+    for (auto p : r.getProcesses()) {
+      process_entry e{str(p.getProcessId()), {}, p.getStatus(), p.getExitCode(), p.getSignal()};
+      for (auto a : p.getArgv()) e.argv.push_back(str(a));
+      s.processes.push_back(std::move(e));
+    }
     out = std::move(s);
   }, error, snapshot_traversal_limit);
   return out;

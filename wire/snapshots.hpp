@@ -13,6 +13,16 @@ namespace warren::wire {
 
 inline constexpr std::uint32_t snapshot_version = 1;
 
+/// A background process as a sandbox's state remembers it (schema v5).
+struct process_entry {
+  std::string process_id;
+  std::vector<std::string> argv;
+  std::uint8_t status = 0;  ///< 0 running, 1 exited, 2 killed, 3 lost.
+  std::int32_t exit_code = 0;
+  std::int32_t signal = 0;
+  bool operator==(const process_entry&) const = default;
+};
+
 struct sandbox_snapshot {
   std::uint32_t version = snapshot_version;
   std::uint64_t seq = 0;
@@ -26,6 +36,7 @@ struct sandbox_snapshot {
   bool hibernated = false;
   std::uint64_t hibernations = 0;
   std::uint64_t memory_bytes = 0, pids_max = 0, cpu_millis = 0, disk_bytes = 0;
+  std::vector<process_entry> processes;
   bool operator==(const sandbox_snapshot&) const = default;
 };
 

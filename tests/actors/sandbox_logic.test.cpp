@@ -91,9 +91,43 @@ TEST_CASE("execs left open by a stopped daemon are closed as lost on recovery", 
   rec.open_execs = {3, 5};
   auto events = decide_recovery(rec);
   REQUIRE(events.size() == 2);
-  CHECK(events[0].exec_id == 3);
-  CHECK(events[0].failed.find("lost") == 0);
+  auto& first = std::get<wire::exec_finished>(events[0]);
+  CHECK(first.exec_id == 3);
+  CHECK(first.failed.find("lost") == 0);
   for (auto& f : events) apply(rec, wire::envelope{1, 1, false, f});
   CHECK(rec.open_execs.empty());
   CHECK(decide_recovery(rec).empty());
+}
+
+TEST_CASE("processes: history bounded, ends recorded, running ones lost on recovery", "[replay][processes]") {
+  sandbox_record rec;
+  std::uint64_t seq = 0;
+  auto put = [&](wire::event e) { apply(rec, wire::envelope{++seq, seq, false, std::move(e)}); };
+  put(wire::process_started{"web", {"npm", "run", "dev"}, "/workspace", {"PORT"}});
+  put(wire::process_started{"job", {"make"}, "/workspace", {}});
+  put(wire::process_ended{"job", 1, 2, 0});
+  REQUIRE(rec.processes.size() == 2);
+  CHECK(rec.processes[1].status == 1);
+  CHECK(rec.processes[1].exit_code == 2);
+  // The same id again replaces the old entry.
+  put(wire::process_started{"job", {"make", "test"}, "/workspace", {}});
+  REQUIRE(rec.processes.size() == 2);
+  CHECK(rec.processes[1].argv == std::vector<std::string>{"make", "test"});
+  CHECK(rec.processes[1].status == 0);
+  // Many ended ones: the running ones stay, the oldest ended go.
+  for (int i = 0; i < 150; ++i) {
+    put(wire::process_started{"t" + std::to_string(i), {"true"}, "/", {}});
+    put(wire::process_ended{"t" + std::to_string(i), 1, 0, 0});
+  }
+  CHECK(rec.processes.size() == max_processes);
+  CHECK(rec.processes[0].process_id == "web");
+  CHECK(rec.processes.back().process_id == "t149");
+  auto lost = decide_recovery(rec);
+  REQUIRE(lost.size() == 2);  // web and job were running.
+  for (auto& e : lost) CHECK(std::get<wire::process_ended>(e).status == 3);
+  for (auto& e : lost) put(e);
+  CHECK(decide_recovery(rec).empty());
+  // Snapshots carry them.
+  auto back = from_snapshot(to_snapshot(rec));
+  CHECK(back.processes == rec.processes);
 }

@@ -62,6 +62,15 @@ std::vector<envelope> golden_v4() {
   return all;
 }
 
+// Schema v5 added background processes.
+std::vector<envelope> golden_v5() {
+  auto all = golden_v4();
+  all.push_back({13, 1764400001200, false, process_started{"web", {"npm", "run", "dev"}, "/workspace/app", {"PORT"}}});
+  all.push_back({14, 1764400001300, false, process_ended{"web", 2, -1, 15}});
+  all.push_back({15, 1764400001400, false, process_ended{"job", 3, 0, 0}});
+  return all;
+}
+
 void check_golden(const std::string& file, const std::vector<envelope>& expected) {
   std::ifstream in(std::string(WARREN_FIXTURES_DIR) + "/" + file);
   REQUIRE(in);
@@ -81,7 +90,7 @@ void check_golden(const std::string& file, const std::vector<envelope>& expected
 }  // namespace
 
 TEST_CASE("every event kind survives encode and decode", "[codec]") {
-  for (auto& e : golden_v4()) {
+  for (auto& e : golden_v5()) {
     auto d = decode_envelope(encode_envelope(e));
     INFO(event_kind(e.body));
     REQUIRE(d.error.empty());
@@ -95,10 +104,11 @@ TEST_CASE("the golden journals of every schema version still decode to the same 
   check_golden("journal-v2.hex", golden_v2());
   check_golden("journal-v3.hex", golden_v3());
   check_golden("journal-v4.hex", golden_v4());
+  check_golden("journal-v5.hex", golden_v5());
 }
 
 TEST_CASE("every event kind has a JSON form and a summary for the journal tools", "[codec]") {
-  for (auto& e : golden_v4()) {
+  for (auto& e : golden_v5()) {
     auto json = event_json(e.body);
     CHECK(json.front() == '{');
     CHECK(json.back() == '}');
@@ -121,10 +131,10 @@ TEST_CASE("corrupt journal bytes are reported, not thrown", "[codec]") {
 
 // Regenerates the fixture (only for a new schema version): build/bin/warren_unit_tests "[.golden]"
 TEST_CASE("write the newest golden journal", "[.golden]") {
-  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v4.hex");
-  out << "# Journal events of schema v4, one encoded envelope per line (hex). Never edit: add a\n"
+  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v5.hex");
+  out << "# Journal events of schema v5, one encoded envelope per line (hex). Never edit: add a\n"
          "# new file for a new schema version; every file must keep decoding.\n";
-  for (auto& e : golden_v4()) out << hex(encode_envelope(e)) << "\n";
+  for (auto& e : golden_v5()) out << hex(encode_envelope(e)) << "\n";
   REQUIRE(out.good());
 }
 
