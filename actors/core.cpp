@@ -143,6 +143,15 @@ void core::hold(std::string name, std::uint64_t id, callback<std::uint64_t> done
                             std::move(name), id);
 }
 
+void core::process_event(std::string name, std::uint64_t id, process_update update, callback<bool> done) {
+  impl_->ask<bool>(impl_->timeout(), std::move(done), wr_proc_atom::value, std::move(name), id, std::move(update));
+}
+
+void core::processes(std::string name, std::uint64_t id, callback<std::vector<process_update>> done) {
+  impl_->ask<std::vector<process_update>>(impl_->timeout(impl_->options.start_timeout_ms), std::move(done),
+                                          wr_procs_atom::value, std::move(name), id);
+}
+
 void core::release(std::string name, std::uint64_t id) {
   impl_->ask<bool>(impl_->timeout(), [](const error&, bool) {}, wr_release_atom::value, std::move(name), id);
 }

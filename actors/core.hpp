@@ -84,6 +84,11 @@ class core {
   /// Ends one hold; counts as activity. Fire and forget.
   void release(std::string name, std::uint64_t id);
 
+  /// Journals a background process's start (status 0) or end. Value: true when recorded.
+  void process_event(std::string name, std::uint64_t id, process_update update, callback<bool> done);
+  /// The background processes the sandbox's state remembers (journaled), oldest first.
+  void processes(std::string name, std::uint64_t id, callback<std::vector<process_update>> done);
+
   /// A sandbox's journal from `from_seq`, at most `limit` entries (0: 10000), and its last seq.
   struct journal_page {
     std::vector<journal_entry> entries;

@@ -23,6 +23,8 @@ using wr_stop_atom = caf::atom_constant<caf::atom("wr_stop")>;
 using wr_exec_atom = caf::atom_constant<caf::atom("wr_exec")>;
 using wr_ended_atom = caf::atom_constant<caf::atom("wr_ended")>;
 using wr_hold_atom = caf::atom_constant<caf::atom("wr_hold")>;
+using wr_proc_atom = caf::atom_constant<caf::atom("wr_proc")>;
+using wr_procs_atom = caf::atom_constant<caf::atom("wr_procs")>;
 using wr_release_atom = caf::atom_constant<caf::atom("wr_release")>;
 using wr_down_atom = caf::atom_constant<caf::atom("wr_shut")>;
 using wr_status_atom = caf::atom_constant<caf::atom("wr_status")>;
@@ -75,6 +77,12 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, exec_ticket& x) {
   return f(caf::meta::type_name("exec_ticket"), x.sandbox_id, x.exec_id, x.argv, x.env, x.cwd,
            x.timeout_ms, x.session, x.shell, x.stdin_data, x.stdin_stream, x.call_env, x.cwd_given);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_update& x) {
+  return f(caf::meta::type_name("process_update"), x.process_id, x.argv, x.cwd, x.env_names, x.status, x.exit_code,
+           x.signal);
 }
 
 template <class Inspector>

@@ -387,6 +387,19 @@ caf::behavior registry_behavior(registry_actor* self) {
           forward<std::uint64_t>(self, name, id, caf::make_message(wr_hold_atom::value), rp, start_timeout(self->state));
         });
       },
+      [=](wr_proc_atom, std::string& name, std::uint64_t id, process_update& u) {
+        return gated<bool>(self, [=](caf::response_promise rp) {
+          // A process that ends after its sandbox was destroyed has nothing to record in.
+          if (!find_incarnation(self->state, name, id)) return (void)rp.deliver(false);
+          forward<bool>(self, name, id, caf::make_message(wr_proc_atom::value, u), rp, request_timeout(self->state));
+        });
+      },
+      [=](wr_procs_atom, std::string& name, std::uint64_t id) {
+        return gated<std::vector<process_update>>(self, [=](caf::response_promise rp) {
+          forward<std::vector<process_update>>(self, name, id, caf::make_message(wr_procs_atom::value), rp,
+                                               start_timeout(self->state));
+        });
+      },
       [=](wr_release_atom, std::string& name, std::uint64_t id) {
         return gated<bool>(self, [=](caf::response_promise rp) {
           // Nothing to release in a sandbox that is gone or asleep (its actor took the holds with it).

@@ -398,6 +398,24 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
         });
         return rp;
       },
+      [=](wr_proc_atom, process_update& u) -> caf::result<bool> {
+        auto rp = self->make_response_promise<bool>();
+        self->state.gate.run([=]() mutable {
+          wire::event e = u.status == 0 ? wire::event{wire::process_started{u.process_id, u.argv, u.cwd, u.env_names}}
+                                        : wire::event{wire::process_ended{u.process_id, u.status, u.exit_code, u.signal}};
+          write(self, {std::move(e)}, [=](const error& err) mutable {
+            if (err) return (void)rp.deliver(to_caf(err));
+            rp.deliver(true);
+          });
+        });
+        return rp;
+      },
+      [=](wr_procs_atom) -> std::vector<process_update> {
+        std::vector<process_update> out;
+        for (auto& p : self->state.rec.processes)
+          out.push_back(process_update{p.process_id, p.argv, "", {}, p.status, p.exit_code, p.signal});
+        return out;
+      },
       [=](wr_release_atom) -> bool {
         auto& s = self->state;
         if (s.holds > 0) --s.holds;

@@ -91,6 +91,18 @@ struct exec_ticket {
   bool cwd_given = false;             ///< The request named a cwd (this call only).
 };
 
+/// A background process, as the gateway reports it for the journal (status 0: it started;
+/// 1 exited, 2 killed, 3 lost: it ended) and as the sandbox's state lists it.
+struct process_update {
+  std::string process_id;
+  std::vector<std::string> argv;
+  std::string cwd;
+  std::vector<std::string> env_names;  ///< Names only.
+  std::uint8_t status = 0;
+  std::int32_t exit_code = 0;
+  std::int32_t signal = 0;
+};
+
 /// How an exec ended, reported back by the gateway for the journal.
 struct exec_outcome {
   std::int32_t exit_code = -1;

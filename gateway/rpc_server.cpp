@@ -256,6 +256,44 @@ class files_proxy final : public capnp::Capability::Server {
   std::uint64_t id_;
 };
 
+// Told by the agent when a background process ended; journals it, after its start (a short
+// process can end before its start is on disk).
+class process_events final : public wire::ProcessEvents::Server {
+ public:
+  process_events(rpc_context& ctx, std::string name, std::uint64_t id, kj::Promise<void> started)
+      : ctx_(ctx), name_(std::move(name)), id_(id), started_(started.fork()) {}
+
+ protected:
+  kj::Promise<void> ended(EndedContext context) override {
+    auto p = context.getParams();
+    auto info = p.getInfo();
+    actors::process_update u;
+    u.process_id = str(p.getId());
+    u.status = info.getStatus() == wire::ProcessStatus::EXITED ? 1 : 2;
+    u.exit_code = info.getExitCode();
+    u.signal = info.getSignal();
+    return started_.addBranch().then([this, u]() {
+      return ctx_.calls.call<bool>([this, u](auto cb) { ctx_.core.process_event(name_, id_, u, std::move(cb)); })
+          .ignoreResult();
+    });
+  }
+
+ private:
+  rpc_context& ctx_;
+  std::string name_;
+  std::uint64_t id_;
+  kj::ForkedPromise<void> started_;
+};
+
+wire::ProcessStatus to_wire_status(std::uint8_t s) {
+  switch (s) {
+    case 0: return wire::ProcessStatus::RUNNING;
+    case 1: return wire::ProcessStatus::EXITED;
+    case 2: return wire::ProcessStatus::KILLED;
+    default: return wire::ProcessStatus::LOST;
+  }
+}
+
 class sandbox_impl final : public wire::Sandbox::Server {
  public:
   sandbox_impl(rpc_context& ctx, std::string name, std::uint64_t id) : ctx_(ctx), name_(std::move(name)), id_(id) {}
@@ -381,7 +419,7 @@ class sandbox_impl final : public wire::Sandbox::Server {
     auto id = str(options.getId());
     auto ring = options.getLogBytes();
     auto cwd = req.cwd.empty() ? std::string("/workspace") : req.cwd;
-    return with_held_agent(ctx_, name_, id_, [context, req, env, cwd, id, ring](wire::Agent::Client& agent) mutable {
+    return with_held_agent(ctx_, name_, id_, [this, context, req, env, cwd, id, ring](wire::Agent::Client& agent) mutable {
       auto call = agent.startProcessRequest();
       call.setId(id);
       auto argv = call.initArgv(static_cast<unsigned>(req.argv.size()));
@@ -390,19 +428,59 @@ class sandbox_impl final : public wire::Sandbox::Server {
       for (unsigned i = 0; i < env.size(); ++i) e.set(i, env[i]);
       call.setCwd(cwd);
       call.setRingBytes(ring);
-      return call.send().then([context](auto res) mutable {
-        auto out = context.getResults();
-        out.setProcess(res.getProcess());
-        out.setInfo(res.getInfo());
+      auto journaled = kj::newPromiseAndFulfiller<void>();
+      call.setEvents(kj::heap<process_events>(ctx_, name_, id_, kj::mv(journaled.promise)));
+      auto fulfiller = kj::mv(journaled.fulfiller);
+      return call.send().then([this, context, req, cwd, fulfiller = kj::mv(fulfiller)](
+                                  capnp::Response<wire::Agent::StartProcessResults> res) mutable {
+        // Journaled before the client hears of it.
+        actors::process_update u;
+        u.process_id = res.getInfo().getId().cStr();
+        u.argv = req.argv;
+        u.cwd = cwd;
+        for (auto& kv : req.env) u.env_names.push_back(kv.first);
+        auto started = ctx_.calls.call<bool>([this, u](auto cb) { ctx_.core.process_event(name_, id_, u, std::move(cb)); });
+        return started.then([context, res = kj::mv(res), fulfiller = kj::mv(fulfiller)](bool) mutable {
+          fulfiller->fulfill();
+          auto out = context.getResults();
+          out.setProcess(res.getProcess());
+          out.setInfo(res.getInfo());
+        });
       });
     });
   }
 
   kj::Promise<void> listProcesses(ListProcessesContext context) override {
-    return with_held_agent(ctx_, name_, id_, [context](wire::Agent::Client& agent) mutable {
-      return agent.listProcessesRequest().send().then(
-          [context](auto res) mutable { context.getResults().setProcesses(res.getProcesses()); });
-    });
+    // The journaled history (which survives hibernation and restarts) in order, with the
+    // agent's live figures for the processes it still has.
+    return ctx_.calls
+        .call<std::vector<actors::process_update>>([this](auto cb) { ctx_.core.processes(name_, id_, std::move(cb)); })
+        .then([this, context](std::vector<actors::process_update> history) mutable {
+          return with_held_agent(ctx_, name_, id_, [context, history](wire::Agent::Client& agent) mutable {
+            return agent.listProcessesRequest().send().then([context, history](auto res) mutable {
+              auto live = res.getProcesses();
+              auto out = context.getResults().initProcesses(static_cast<unsigned>(history.size()));
+              for (unsigned i = 0; i < history.size(); ++i) {
+                auto& h = history[i];
+                bool found = false;
+                for (auto l : live)
+                  if (h.process_id == l.getId().cStr() && h.status == 0) {
+                    out.setWithCaveats(i, l);
+                    found = true;
+                  }
+                if (found) continue;
+                auto o = out[i];
+                o.setId(h.process_id);
+                auto c = o.initCommand(static_cast<unsigned>(h.argv.size()));
+                for (unsigned k = 0; k < h.argv.size(); ++k) c.set(k, h.argv[k]);
+                // Journaled as running but gone from the agent: its sandbox restarted.
+                o.setStatus(to_wire_status(h.status == 0 ? 3 : h.status));
+                o.setExitCode(h.exit_code);
+                o.setSignal(h.signal);
+              }
+            });
+          });
+        });
   }
 
   kj::Promise<void> getProcess(GetProcessContext context) override {

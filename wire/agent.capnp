@@ -40,7 +40,8 @@ interface Agent {
   listSessions @4 () -> (names :List(Text), cwds :List(Text));
   deleteSession @5 (name :Text) -> (existed :Bool);
 
-  startProcess @6 (id :Text, argv :List(Text), env :List(Text), cwd :Text, ringBytes :UInt32)
+  startProcess @6 (id :Text, argv :List(Text), env :List(Text), cwd :Text, ringBytes :UInt32,
+                   events :ProcessEvents)
               -> (process :Process, info :ProcessInfo);
   # A background process (wire/process.capnp): complete env, cwd as given; fails with
   # "code: message" (invalid_argument, already_exists for a running id, not_found).
@@ -48,6 +49,11 @@ interface Agent {
   getProcess @8 (id :Text) -> (process :Process, info :ProcessInfo);
   # not_found for an unknown id.
   killAllProcesses @9 (signal :Int32) -> (count :UInt32);
+}
+
+interface ProcessEvents {
+  ended @0 (id :Text, info :ProcessInfo) -> ();
+  # A background process ended and its output is drained (the daemon journals it).
 }
 
 interface OutputSink {

@@ -159,11 +159,13 @@ interface Sandbox {
   # Starts a background process (wire/process.capnp): it runs until it ends or is killed,
   # its output goes to ring buffers that clients read and follow with offsets. `request`:
   # command, env, cwd as for exec (session, stdin, collectOutput, timeoutMs are not for
-  # background processes and are refused). Not yet: journaled status, restart on wake
-  # (the background-processes issue goes on).
+  # background processes and are refused). Its start and end are journaled (start before
+  # the reply). Not yet: restart on wake (the background-processes issue goes on).
 
   listProcesses @11 () -> (processes :List(ProcessInfo));
-  # Every background process since the sandbox last started (running and ended).
+  # Its background processes from the journal (the last 100, running ones always), oldest
+  # first, with live figures for the running ones; a process that was running when the
+  # sandbox hibernated or the daemon restarted is `lost`.
 
   getProcess @12 (id :Text) -> (process :Process, info :ProcessInfo);
   # A process by id; not_found if unknown.

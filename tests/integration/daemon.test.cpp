@@ -406,3 +406,27 @@ TEST_CASE("background processes: start, list, logs replayed from a ring buffer, 
   CHECK(eventually([] { return commands("sleep 4949").empty() && commands("sleep 4950").empty(); }));
   CHECK(d.warren({"logs", "bg", "nope"}).err.find("no process nope") != std::string::npos);
 }
+
+TEST_CASE("background processes are journaled: the history survives hibernation, running ones become lost", "[e2e][processes]") {
+  warrend_process d;
+  REQUIRE(d.warren({"start", "hist", "--id", "web", "--", "sleep", "5151"}).code == 0);
+  REQUIRE(d.warren({"start", "hist", "--id", "job", "--shell", "--", "exit 5"}).code == 0);
+  REQUIRE(d.warren({"start", "hist", "--id", "quick", "--", "true"}).code == 0);  // Ends at once.
+  REQUIRE(d.warren({"logs", "hist", "job", "--follow"}).code == 0);
+  CHECK(eventually([&] {
+    auto h = d.warren({"journal", "hist"}).out;
+    return h.find("process job exited 5") != std::string::npos && h.find("process quick exited 0") != std::string::npos;
+  }));
+  auto h = d.warren({"journal", "hist"}).out;
+  CHECK(h.find("process web started: sleep 5151") != std::string::npos);
+  // The start of `quick` is journaled before its end, although it ended at once.
+  CHECK(h.find("process quick started") < h.find("process quick exited"));
+
+  REQUIRE(d.warren({"sleep", "hist"}).code == 0);
+  CHECK(eventually([] { return commands("sleep 5151").empty(); }));
+  auto ps = d.warren({"ps", "hist", "--json"}).out;
+  INFO(ps);
+  CHECK(ps.find("{\"id\":\"web\",\"status\":\"lost\"") != std::string::npos);
+  CHECK(ps.find("{\"id\":\"job\",\"status\":\"exited\",\"exitCode\":5") != std::string::npos);
+  CHECK(d.warren({"journal", "hist"}).out.find("process web lost") != std::string::npos);
+}

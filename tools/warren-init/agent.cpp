@@ -272,10 +272,11 @@ class agent_impl final : public wire::Agent::Server {
     for (auto e : p.getEnv()) spec.env.push_back(str(e));
     spec.cwd = str(p.getCwd());
     spec.ring_bytes = p.getRingBytes();
+    if (p.hasEvents()) spec.events = p.getEvents();
     KJ_REQUIRE(!spec.argv.empty() && !spec.argv[0].empty(), "empty argv");
     if (exec_cgroups_ >= 0) sweep_cgroups();
     auto res = context.getResults();
-    res.setProcess(processes_.start(spec, res.initInfo()));
+    res.setProcess(processes_.start(kj::mv(spec), res.initInfo()));
     return kj::READY_NOW;
   }
 

@@ -93,6 +93,8 @@ struct bg_process : kj::Refcounted {
   // Woken on new output and at the end; each waiter re-checks its own condition.
   std::vector<kj::Own<kj::PromiseFulfiller<void>>> waiters;
   kj::Promise<void> pumps = nullptr;
+  kj::Maybe<wire::ProcessEvents::Client> events;
+  kj::Promise<void> told = kj::READY_NOW;
   kj::Promise<void> grace = kj::READY_NOW;
   std::vector<std::string>* cgroups_to_remove = nullptr;
 
@@ -401,7 +403,7 @@ process_table::process_table(kj::AsyncIoContext& io, int exec_cgroups, std::vect
 
 process_table::~process_table() = default;
 
-wire::Process::Client process_table::start(const process_spec& spec, wire::ProcessInfo::Builder info) {
+wire::Process::Client process_table::start(process_spec spec, wire::ProcessInfo::Builder info) {
   auto id = spec.id.empty() ? "p" + std::to_string(++ids_) : spec.id;
   if (!valid_id(id)) throw_code("invalid_argument", "process ids are 1-64 characters of letters, digits, '-', '_' and '.'");
   auto existing = procs_.find(id);
@@ -455,15 +457,21 @@ wire::Process::Client process_table::start(const process_spec& spec, wire::Proce
     raw->kill_tree();
     raw->wake();
   });
+  p->events = kj::mv(spec.events);
+  auto finish = [raw]() {
+    raw->drained = true;
+    raw->wake();
+    KJ_IF_MAYBE(events, raw->events) {
+      auto req = events->endedRequest();
+      req.setId(raw->id);
+      raw->fill(req.initInfo());
+      raw->told = req.send().ignoreResult().eagerlyEvaluate([](kj::Exception&&) {});
+    }
+  };
+  // (Copies: KJ's then() keeps a reference to an lvalue functor, and `finish` is a local.)
   raw->pumps = kj::joinPromises(kj::arr(kj::mv(ended), kj::mv(pumps)))
-                   .then([raw]() {
-                     raw->drained = true;
-                     raw->wake();
-                   })
-                   .eagerlyEvaluate([raw](kj::Exception&&) {
-                     raw->drained = true;
-                     raw->wake();
-                   });
+                   .then([finish]() { finish(); })
+                   .eagerlyEvaluate([finish](kj::Exception&&) { finish(); });
   p->fill(info);
   procs_.emplace(id, kj::addRef(*p));
   return kj::heap<process_impl>(kj::mv(p), io_.provider->getTimer(), io_.provider->getNetwork());

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "wire/agent.capnp.h"
 #include "wire/process.capnp.h"
 
 namespace warren::init {
@@ -20,6 +21,7 @@ struct process_spec {
   std::vector<std::string> env;   ///< Complete, NAME=VALUE.
   std::string cwd;
   std::uint32_t ring_bytes = 0;   ///< Per output stream; 0: 1 MiB (at most 64 MiB).
+  kj::Maybe<wire::ProcessEvents::Client> events;  ///< Told when it has ended.
 };
 
 class process_table {
@@ -28,7 +30,7 @@ class process_table {
   ~process_table();
 
   /// Starts a process; throws "code: message" KJ exceptions for bad input.
-  wire::Process::Client start(const process_spec& spec, wire::ProcessInfo::Builder info);
+  wire::Process::Client start(process_spec spec, wire::ProcessInfo::Builder info);
   std::size_t size() const;
   void fill_list(capnp::List<wire::ProcessInfo>::Builder out) const;
   kj::Maybe<wire::Process::Client> get(const std::string& id, wire::ProcessInfo::Builder info);
