@@ -68,8 +68,8 @@ commands:
         replay every journal and report those that do not apply
   cp SRC DST
         copy a file or directory into (creating the sandbox if needed) or out of a sandbox;
-        one of SRC and DST is NAME:PATH
-        (a relative PATH is under /workspace), the other a local path; `-` is stdin/stdout
+        one of SRC and DST is NAME:PATH (a relative PATH is under /workspace), the other a
+        local path; `-` is stdin/stdout
   start NAME [--id ID] [--env K=V]... [--cwd DIR] [--shell] [--log-bytes N] -- CMD [ARGS...]
         start a background process (a dev server ...); prints its id
   ps NAME
