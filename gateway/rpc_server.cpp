@@ -55,6 +55,11 @@ wire::SandboxState to_wire(actors::sandbox_status s) {
   }
 }
 
+// Copies strings into a Text list just initialized to their count.
+void set_texts(capnp::List<capnp::Text>::Builder out, const std::vector<std::string>& in) {
+  for (unsigned i = 0; i < in.size(); ++i) out.set(i, in[i]);
+}
+
 void fill(wire::SandboxInfo::Builder b, const actors::sandbox_info& i) {
   b.setName(i.name);
   b.setId(i.id);
@@ -298,18 +303,22 @@ class sandbox_impl final : public wire::Sandbox::Server {
  public:
   sandbox_impl(rpc_context& ctx, std::string name, std::uint64_t id) : ctx_(ctx), name_(std::move(name)), id_(id) {}
 
+  // Runs a core call whose value is the sandbox's info, and answers with it.
+  template <class Context, class Start>
+  kj::Promise<void> answer_info(Context context, Start start) {
+    return ctx_.calls.call<actors::sandbox_info>(kj::mv(start)).then([context](actors::sandbox_info i) mutable {
+      fill(context.getResults().initInfo(), i);
+    });
+  }
+
   kj::Promise<void> info(InfoContext context) override {
-    return ctx_.calls
-        .call<actors::sandbox_info>([this](auto cb) { ctx_.core.sandbox_info(name_, id_, std::move(cb)); })
-        .then([context](actors::sandbox_info i) mutable { fill(context.getResults().initInfo(), i); });
+    return answer_info(context, [this](auto cb) { ctx_.core.sandbox_info(name_, id_, std::move(cb)); });
   }
 
   kj::Promise<void> configure(ConfigureContext context) override {
     auto p = context.getParams();
     actors::sandbox_settings settings{p.getSleepAfterMs(), p.getKeepAlive(), true, {}};
-    return ctx_.calls
-        .call<actors::sandbox_info>([this, settings](auto cb) { ctx_.core.configure(name_, id_, settings, std::move(cb)); })
-        .then([context](actors::sandbox_info i) mutable { fill(context.getResults().initInfo(), i); });
+    return answer_info(context, [this, settings](auto cb) { ctx_.core.configure(name_, id_, settings, std::move(cb)); });
   }
 
   kj::Promise<void> usage(UsageContext context) override {
@@ -333,15 +342,11 @@ class sandbox_impl final : public wire::Sandbox::Server {
     settings.change_lifecycle = false;
     settings.change_limits = true;
     settings.limits = {p.getMemoryBytes(), p.getPidsMax(), p.getCpuMillis(), p.getDiskBytes()};
-    return ctx_.calls
-        .call<actors::sandbox_info>([this, settings](auto cb) { ctx_.core.configure(name_, id_, settings, std::move(cb)); })
-        .then([context](actors::sandbox_info i) mutable { fill(context.getResults().initInfo(), i); });
+    return answer_info(context, [this, settings](auto cb) { ctx_.core.configure(name_, id_, settings, std::move(cb)); });
   }
 
   kj::Promise<void> hibernate(HibernateContext context) override {
-    return ctx_.calls
-        .call<actors::sandbox_info>([this](auto cb) { ctx_.core.hibernate(name_, id_, std::move(cb)); })
-        .then([context](actors::sandbox_info i) mutable { fill(context.getResults().initInfo(), i); });
+    return answer_info(context, [this](auto cb) { ctx_.core.hibernate(name_, id_, std::move(cb)); });
   }
 
   kj::Promise<void> createSession(CreateSessionContext context) override {
@@ -362,8 +367,7 @@ class sandbox_impl final : public wire::Sandbox::Server {
     return with_held_agent(ctx_, name_, id_, [name = check.session, env, cwd](wire::Agent::Client& agent) {
       auto req = agent.createSessionRequest();
       req.setName(name);
-      auto list = req.initEnv(env.size());
-      for (unsigned i = 0; i < env.size(); ++i) list.set(i, env[i]);
+      set_texts(req.initEnv(env.size()), env);
       req.setCwd(cwd);
       return req.send().ignoreResult();
     });
@@ -422,10 +426,8 @@ class sandbox_impl final : public wire::Sandbox::Server {
     return with_held_agent(ctx_, name_, id_, [this, context, req, env, cwd, id, ring](wire::Agent::Client& agent) mutable {
       auto call = agent.startProcessRequest();
       call.setId(id);
-      auto argv = call.initArgv(static_cast<unsigned>(req.argv.size()));
-      for (unsigned i = 0; i < req.argv.size(); ++i) argv.set(i, req.argv[i]);
-      auto e = call.initEnv(static_cast<unsigned>(env.size()));
-      for (unsigned i = 0; i < env.size(); ++i) e.set(i, env[i]);
+      set_texts(call.initArgv(static_cast<unsigned>(req.argv.size())), req.argv);
+      set_texts(call.initEnv(static_cast<unsigned>(env.size())), env);
       call.setCwd(cwd);
       call.setRingBytes(ring);
       auto journaled = kj::newPromiseAndFulfiller<void>();
@@ -471,8 +473,7 @@ class sandbox_impl final : public wire::Sandbox::Server {
                 if (found) continue;
                 auto o = out[i];
                 o.setId(h.process_id);
-                auto c = o.initCommand(static_cast<unsigned>(h.argv.size()));
-                for (unsigned k = 0; k < h.argv.size(); ++k) c.set(k, h.argv[k]);
+                set_texts(o.initCommand(static_cast<unsigned>(h.argv.size())), h.argv);
                 // Journaled as running but gone from the agent: its sandbox restarted.
                 o.setStatus(to_wire_status(h.status == 0 ? 3 : h.status));
                 o.setExitCode(h.exit_code);
@@ -551,17 +552,14 @@ class sandbox_impl final : public wire::Sandbox::Server {
           state->oom_kills_before = ctx_.host.oom_kills(t.sandbox_id);
           KJ_IF_MAYBE(agent, ctx_.host.agent(t.sandbox_id)) {
             auto call = agent->execRequest();
-            auto argv = call.initArgv(t.argv.size());
-            for (unsigned i = 0; i < t.argv.size(); ++i) argv.set(i, t.argv[i]);
-            auto env = call.initEnv(t.env.size());
-            for (unsigned i = 0; i < t.env.size(); ++i) env.set(i, t.env[i]);
+            set_texts(call.initArgv(t.argv.size()), t.argv);
+            set_texts(call.initEnv(t.env.size()), t.env);
             call.setCwd(t.cwd);
             call.setTimeoutMs(t.timeout_ms);
             call.setSession(t.session);
             call.setShell(t.shell);
             call.setStdin(kj::arrayPtr(reinterpret_cast<const kj::byte*>(t.stdin_data.data()), t.stdin_data.size()));
-            auto names = call.initCallEnv(t.call_env.size());
-            for (unsigned i = 0; i < t.call_env.size(); ++i) names.set(i, t.call_env[i]);
+            set_texts(call.initCallEnv(t.call_env.size()), t.call_env);
             call.setCwdGiven(t.cwd_given);
             call.setStdinStream(t.stdin_stream);
             call.setSink(kj::heap<forward_sink>(kj::mv(output), kj::addRef(*state->tally)));
@@ -702,8 +700,7 @@ class warren_impl final : public wire::Warren::Server {
         .then([context](actors::core::check_report r) mutable {
           auto res = context.getResults();
           res.setChecked(r.checked);
-          auto out = res.initProblems(r.problems.size());
-          for (unsigned i = 0; i < r.problems.size(); ++i) out.set(i, r.problems[i]);
+          set_texts(res.initProblems(r.problems.size()), r.problems);
         });
   }
 
