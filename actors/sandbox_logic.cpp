@@ -44,7 +44,7 @@ void apply(sandbox_record& rec, const wire::envelope& e) {
                    auto& ps = rec.processes;
                    ps.erase(std::remove_if(ps.begin(), ps.end(), [&](auto& p) { return p.process_id == x.process_id; }),
                             ps.end());
-                   ps.push_back(wire::process_entry{x.process_id, x.argv, 0, 0, 0});
+                   ps.push_back(wire::process_entry{x.process_id, x.argv, 0, 0, 0, x.restart_on_wake});
                    // The history is bounded: the oldest ended ones go first.
                    while (ps.size() > max_processes) {
                      auto ended = std::find_if(ps.begin(), ps.end(), [](auto& p) { return p.status != 0; });
@@ -58,6 +58,15 @@ void apply(sandbox_record& rec, const wire::envelope& e) {
                        p.exit_code = x.exit_code;
                        p.signal = x.signal;
                      }
+                 },
+                 [&](const wire::port_exposed& x) {
+                   auto& ps = rec.ports;
+                   auto at = std::lower_bound(ps.begin(), ps.end(), x.port, [](auto& p, std::uint32_t port) { return p.port < port; });
+                   if (at != ps.end() && at->port == x.port) *at = wire::exposed_port{x.port, x.label, x.token};
+                   else ps.insert(at, wire::exposed_port{x.port, x.label, x.token});
+                 },
+                 [&](const wire::port_unexposed& x) {
+                   std::erase_if(rec.ports, [&](auto& p) { return p.port == x.port; });
                  },
              },
              e.body);
@@ -204,6 +213,7 @@ wire::sandbox_snapshot to_snapshot(const sandbox_record& rec) {
   s.cpu_millis = rec.config.limits.cpu_millis;
   s.disk_bytes = rec.config.limits.disk_bytes;
   s.processes = rec.processes;
+  s.ports = rec.ports;
   return s;
 }
 
@@ -219,6 +229,7 @@ sandbox_record from_snapshot(const wire::sandbox_snapshot& s) {
   rec.hibernated = s.hibernated;
   rec.hibernations = s.hibernations;
   rec.processes = s.processes;
+  rec.ports = s.ports;
   return rec;
 }
 
@@ -226,6 +237,9 @@ std::string record_json(const sandbox_record& rec) {
   std::string open = "[";
   for (auto id : rec.open_execs) open += (open.size() > 1 ? "," : "") + std::to_string(id);
   open += "]";
+  std::string ports = "[";  // Ports only: the tokens are the URLs' secrets.
+  for (auto& p : rec.ports) ports += (ports.size() > 1 ? "," : "") + std::to_string(p.port);
+  ports += "]";
   return "{\"name\":\"" + rec.name + "\",\"id\":" + std::to_string(rec.id) + ",\"seq\":" +
          std::to_string(rec.last_seq) + ",\"createdAtMs\":" + std::to_string(rec.created_at_ms) +
          ",\"execCount\":" + std::to_string(rec.exec_count) + ",\"openExecs\":" + open +
@@ -236,7 +250,22 @@ std::string record_json(const sandbox_record& rec) {
          ",\"memoryBytes\":" + std::to_string(rec.config.limits.memory_bytes) +
          ",\"pidsMax\":" + std::to_string(rec.config.limits.pids_max) +
          ",\"cpuMillis\":" + std::to_string(rec.config.limits.cpu_millis) +
-         ",\"diskBytes\":" + std::to_string(rec.config.limits.disk_bytes) + "}";
+         ",\"diskBytes\":" + std::to_string(rec.config.limits.disk_bytes) + ",\"exposedPorts\":" + ports + "}";
+}
+
+error validate_expose(const sandbox_record& rec, std::uint32_t port, const std::string& label) {
+  if (port < 1 || port > 65535)
+    return make_error(errc::invalid_argument, "port " + std::to_string(port) + " is not a TCP port (1-65535)");
+  if (label.size() > 63 || !std::all_of(label.begin(), label.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+      }))
+    return make_error(errc::invalid_argument, "port name '" + label.substr(0, 80) +
+                                                  "' must be at most 63 characters of a-z, 0-9, '-' and '_'");
+  bool known = std::any_of(rec.ports.begin(), rec.ports.end(), [&](auto& p) { return p.port == port; });
+  if (!known && rec.ports.size() >= max_exposed_ports)
+    return make_error(errc::invalid_argument, "sandbox " + rec.name + " already exposes " +
+                                                    std::to_string(max_exposed_ports) + " ports; unexpose one first");
+  return {};
 }
 
 std::vector<wire::event> decide_recovery(const sandbox_record& rec) {

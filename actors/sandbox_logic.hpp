@@ -45,6 +45,7 @@ struct sandbox_record {
   bool hibernated = false;          ///< Asleep since its last sandbox_hibernated.
   std::uint64_t hibernations = 0;   ///< How many times it went to sleep.
   std::vector<wire::process_entry> processes;  ///< Background processes, oldest first (at most 100).
+  std::vector<wire::exposed_port> ports;        ///< Preview URLs, by port.
 };
 
 /// Applies one event. Never fails, never does I/O; events that do not concern a sandbox
@@ -75,6 +76,10 @@ wire::exec_finished decide_exec_end(std::uint64_t exec_id, const exec_outcome& o
 /// Events that close execs left open by a daemon that stopped while they ran.
 std::vector<wire::event> decide_recovery(const sandbox_record& rec);
 
+/// Checks an expose_port request: a TCP port, a label of at most 63 of a-z, 0-9, '-', '_',
+/// and room for one more (re-exposing a port is always allowed).
+error validate_expose(const sandbox_record& rec, std::uint32_t port, const std::string& label);
+
 /// Checks lifecycle settings: sleep_after between 1 s and 30 days.
 error validate_config(const sandbox_config& c);
 
@@ -96,5 +101,7 @@ std::string record_json(const sandbox_record& rec);
 inline constexpr const char* default_cwd = "/workspace";
 /// Background processes a sandbox's state remembers (running ones always; then the newest).
 inline constexpr std::size_t max_processes = 100;
+/// Ports one sandbox may expose at once.
+inline constexpr std::size_t max_exposed_ports = 64;
 
 }  // namespace warren::actors

@@ -98,12 +98,20 @@ std::string encode_envelope(const envelope& e) {
           set_texts(b.initArgv(x.argv.size()), x.argv);
           b.setCwd(x.cwd);
           set_texts(b.initEnvNames(x.env_names.size()), x.env_names);
+          b.setRestartOnWake(x.restart_on_wake);
         } else if constexpr (std::is_same_v<T, process_ended>) {
           auto b = ev.initProcessEnded();
           b.setProcessId(x.process_id);
           b.setStatus(x.status);
           b.setExitCode(x.exit_code);
           b.setSignal(x.signal);
+        } else if constexpr (std::is_same_v<T, port_exposed>) {
+          auto b = ev.initPortExposed();
+          b.setPort(x.port);
+          b.setLabel(x.label);
+          b.setToken(x.token);
+        } else if constexpr (std::is_same_v<T, port_unexposed>) {
+          ev.initPortUnexposed().setPort(x.port);
         } else {
           static_assert(always_false<T>, "event kind without an encoder");
         }
@@ -174,7 +182,8 @@ decoded decode_envelope(std::string_view bytes) {
       }
       case j::Envelope::Event::PROCESS_STARTED: {
         auto r = ev.getProcessStarted();
-        e.body = process_started{str(r.getProcessId()), get_texts(r.getArgv()), str(r.getCwd()), get_texts(r.getEnvNames())};
+        e.body = process_started{str(r.getProcessId()), get_texts(r.getArgv()), str(r.getCwd()), get_texts(r.getEnvNames()),
+                                 r.getRestartOnWake()};
         break;
       }
       case j::Envelope::Event::PROCESS_ENDED: {
@@ -182,6 +191,14 @@ decoded decode_envelope(std::string_view bytes) {
         e.body = process_ended{str(r.getProcessId()), r.getStatus(), r.getExitCode(), r.getSignal()};
         break;
       }
+      case j::Envelope::Event::PORT_EXPOSED: {
+        auto r = ev.getPortExposed();
+        e.body = port_exposed{r.getPort(), str(r.getLabel()), str(r.getToken())};
+        break;
+      }
+      case j::Envelope::Event::PORT_UNEXPOSED:
+        e.body = port_unexposed{ev.getPortUnexposed().getPort()};
+        break;
       default:
         // A kind written by a newer daemon.
         if (e.skippable) {
@@ -205,7 +222,8 @@ decoded decode_envelope(std::string_view bytes) {
 const char* event_kind(const event& e) {
   static constexpr const char* kinds[] = {"sandbox_created",    "sandbox_destroyed", "exec_started",
                                           "exec_finished",      "sandbox_hibernated", "sandbox_woke",
-                                          "sandbox_configured", "process_started",  "process_ended"};
+                                          "sandbox_configured", "process_started",  "process_ended",
+                                          "port_exposed",       "port_unexposed"};
   static_assert(std::size(kinds) == std::variant_size_v<event>);
   return kinds[e.index()];
 }
@@ -261,10 +279,16 @@ std::string event_json(const event& e) {
                ",\"cpuMillis\":" + std::to_string(x.cpu_millis) + ",\"diskBytes\":" + std::to_string(x.disk_bytes);
         } else if constexpr (std::is_same_v<T, process_started>) {
           f += ",\"processId\":" + json_quote(x.process_id) + ",\"argv\":" + json_list(x.argv) +
-               ",\"cwd\":" + json_quote(x.cwd) + ",\"envNames\":" + json_list(x.env_names);
+               ",\"cwd\":" + json_quote(x.cwd) + ",\"envNames\":" + json_list(x.env_names) +
+               ",\"restartOnWake\":" + (x.restart_on_wake ? "true" : "false");
         } else if constexpr (std::is_same_v<T, process_ended>) {
           f += ",\"processId\":" + json_quote(x.process_id) + ",\"status\":" + std::to_string(x.status) +
                ",\"exitCode\":" + std::to_string(x.exit_code) + ",\"signal\":" + std::to_string(x.signal);
+        } else if constexpr (std::is_same_v<T, port_exposed>) {
+          // The token stays out: journal readers see that a URL exists, not the URL.
+          f += ",\"port\":" + std::to_string(x.port) + ",\"label\":" + json_quote(x.label);
+        } else if constexpr (std::is_same_v<T, port_unexposed>) {
+          f += ",\"port\":" + std::to_string(x.port);
         }
         return f + "}";
       },
@@ -304,6 +328,10 @@ std::string event_summary(const event& e) {
           return "process " + x.process_id + (x.status == 1   ? " exited " + std::to_string(x.exit_code)
                                               : x.status == 2 ? " killed by signal " + std::to_string(x.signal)
                                                               : std::string(" lost: the sandbox stopped while it ran"));
+        } else if constexpr (std::is_same_v<T, port_exposed>) {
+          return "port " + std::to_string(x.port) + " exposed" + (x.label.empty() ? "" : " as " + x.label);
+        } else if constexpr (std::is_same_v<T, port_unexposed>) {
+          return "port " + std::to_string(x.port) + " unexposed";
         } else {
           return "configured: " + (x.keep_alive ? std::string("keep alive") : "sleep after " + std::to_string(x.sleep_after_ms / 1000) + " s");
         }

@@ -86,6 +86,7 @@ struct process_started {
   std::vector<std::string> argv;
   std::string cwd;
   std::vector<std::string> env_names;  ///< Names only: values may be secrets.
+  bool restart_on_wake = false;  ///< Started again when its sandbox wakes (schema v6).
   bool operator==(const process_started&) const = default;
 };
 
@@ -98,8 +99,24 @@ struct process_ended {
   bool operator==(const process_ended&) const = default;
 };
 
+/// A port of the sandbox was exposed through a preview URL (schema v6). The token is the
+/// URL's secret part: journaled so that a link outlives restarts, never logged.
+struct port_exposed {
+  std::uint32_t port = 0;
+  std::string label;  ///< The client's name for it; may be empty.
+  std::string token;
+  bool operator==(const port_exposed&) const = default;
+};
+
+/// A preview URL was revoked (schema v6).
+struct port_unexposed {
+  std::uint32_t port = 0;
+  bool operator==(const port_unexposed&) const = default;
+};
+
 using event = std::variant<sandbox_created, sandbox_destroyed, exec_started, exec_finished, sandbox_hibernated,
-                           sandbox_woke, sandbox_configured, process_started, process_ended>;
+                           sandbox_woke, sandbox_configured, process_started, process_ended, port_exposed,
+                           port_unexposed>;
 
 /// One journal entry: position, time and the event.
 struct envelope {

@@ -20,7 +20,21 @@ struct Envelope {
     sandboxConfigured @9 :SandboxConfigured;
     processStarted @10 :ProcessStarted;
     processEnded @11 :ProcessEnded;
+    portExposed @12 :PortExposed;
+    portUnexposed @13 :PortUnexposed;
   }
+}
+
+struct PortExposed {
+  # In the sandbox's stream (schema v6): a port is reachable through a preview URL.
+  port @0 :UInt32;
+  label @1 :Text;
+  token @2 :Text;   # The URL's secret part (kept so that a link outlives restarts; never logged).
+}
+
+struct PortUnexposed {
+  # In the sandbox's stream (schema v6): its preview URL was revoked.
+  port @0 :UInt32;
 }
 
 struct ProcessStarted {
@@ -29,6 +43,7 @@ struct ProcessStarted {
   argv @1 :List(Text);
   cwd @2 :Text;
   envNames @3 :List(Text);  # Names only, never values.
+  restartOnWake @4 :Bool;   # v6: started again when the sandbox wakes.
 }
 
 struct ProcessEnded {
@@ -123,6 +138,13 @@ struct SandboxSnapshot {
   cpuMillis @13 :UInt64;
   diskBytes @14 :UInt64;
   processes @15 :List(ProcessEntry);  # Its background processes (v5), oldest first.
+  ports @16 :List(ExposedPort);        # Its preview URLs (v6), by port.
+
+  struct ExposedPort {
+    port @0 :UInt32;
+    label @1 :Text;
+    token @2 :Text;
+  }
 
   struct ProcessEntry {
     processId @0 :Text;
@@ -130,6 +152,7 @@ struct SandboxSnapshot {
     status @2 :UInt8;       # 0 running, else as in ProcessEnded.
     exitCode @3 :Int32;
     signal @4 :Int32;
+    restartOnWake @5 :Bool;  # v6.
   }
 }
 

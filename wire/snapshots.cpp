@@ -50,6 +50,13 @@ std::string encode_snapshot(const sandbox_snapshot& s) {
     o.setStatus(p.status);
     o.setExitCode(p.exit_code);
     o.setSignal(p.signal);
+    o.setRestartOnWake(p.restart_on_wake);
+  }
+  auto ports = b.initPorts(static_cast<unsigned>(s.ports.size()));
+  for (unsigned i = 0; i < s.ports.size(); ++i) {
+    ports[i].setPort(s.ports[i].port);
+    ports[i].setLabel(s.ports[i].label);
+    ports[i].setToken(s.ports[i].token);
   }
   return message_bytes(message);
 }
@@ -96,10 +103,11 @@ std::optional<sandbox_snapshot> decode_sandbox_snapshot(std::string_view bytes) 
     s.cpu_millis = r.getCpuMillis();
     s.disk_bytes = r.getDiskBytes();
     for (auto p : r.getProcesses()) {
-      process_entry e{str(p.getProcessId()), {}, p.getStatus(), p.getExitCode(), p.getSignal()};
+      process_entry e{str(p.getProcessId()), {}, p.getStatus(), p.getExitCode(), p.getSignal(), p.getRestartOnWake()};
       for (auto a : p.getArgv()) e.argv.push_back(str(a));
       s.processes.push_back(std::move(e));
     }
+    for (auto p : r.getPorts()) s.ports.push_back(exposed_port{p.getPort(), str(p.getLabel()), str(p.getToken())});
     out = std::move(s);
   }, error, snapshot_traversal_limit);
   return out;

@@ -20,7 +20,16 @@ struct process_entry {
   std::uint8_t status = 0;  ///< 0 running, 1 exited, 2 killed, 3 lost.
   std::int32_t exit_code = 0;
   std::int32_t signal = 0;
+  bool restart_on_wake = false;  ///< Schema v6.
   bool operator==(const process_entry&) const = default;
+};
+
+/// A port reachable through a preview URL (schema v6).
+struct exposed_port {
+  std::uint32_t port = 0;
+  std::string label;
+  std::string token;
+  bool operator==(const exposed_port&) const = default;
 };
 
 struct sandbox_snapshot {
@@ -37,6 +46,7 @@ struct sandbox_snapshot {
   std::uint64_t hibernations = 0;
   std::uint64_t memory_bytes = 0, pids_max = 0, cpu_millis = 0, disk_bytes = 0;
   std::vector<process_entry> processes;
+  std::vector<exposed_port> ports;  ///< By port.
   bool operator==(const sandbox_snapshot&) const = default;
 };
 

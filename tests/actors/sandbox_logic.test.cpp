@@ -131,3 +131,34 @@ TEST_CASE("processes: history bounded, ends recorded, running ones lost on recov
   auto back = from_snapshot(to_snapshot(rec));
   CHECK(back.processes == rec.processes);
 }
+
+TEST_CASE("exposed ports: replace by port, revoke, snapshot, validation", "[replay][ports]") {
+  sandbox_record rec;
+  rec.name = "demo";
+  std::uint64_t seq = 0;
+  auto put = [&](wire::event e) { apply(rec, wire::envelope{++seq, seq, false, std::move(e)}); };
+  put(wire::port_exposed{8080, "web", "t1"});
+  put(wire::port_exposed{3000, "", "t2"});
+  put(wire::port_exposed{8080, "api", "t3"});  // Again: a new token replaces the old one.
+  REQUIRE(rec.ports.size() == 2);
+  CHECK(rec.ports[0] == wire::exposed_port{3000, "", "t2"});
+  CHECK(rec.ports[1] == wire::exposed_port{8080, "api", "t3"});
+  put(wire::port_unexposed{3000});
+  put(wire::port_unexposed{9999});  // Unknown: nothing happens.
+  REQUIRE(rec.ports.size() == 1);
+  CHECK(from_snapshot(to_snapshot(rec)).ports == rec.ports);
+  CHECK(record_json(rec).find("t3") == std::string::npos);  // Tokens stay out of time travel.
+  CHECK(record_json(rec).find("\"exposedPorts\":[8080]") != std::string::npos);
+
+  CHECK_FALSE(validate_expose(rec, 1, ""));
+  CHECK_FALSE(validate_expose(rec, 65535, "dev-server_2"));
+  CHECK(validate_expose(rec, 0, "").code == errc::invalid_argument);
+  CHECK(validate_expose(rec, 65536, "").code == errc::invalid_argument);
+  CHECK(validate_expose(rec, 80, "Web").code == errc::invalid_argument);
+  CHECK(validate_expose(rec, 80, std::string(64, 'a')).code == errc::invalid_argument);
+  for (std::uint32_t p = 1; rec.ports.size() < max_exposed_ports; ++p) put(wire::port_exposed{p, "", "t"});
+  auto full = validate_expose(rec, 20000, "");
+  CHECK(full.code == errc::invalid_argument);
+  CHECK(full.message.find("unexpose") != std::string::npos);
+  CHECK_FALSE(validate_expose(rec, 8080, ""));  // Re-exposing a known port is fine.
+}

@@ -71,6 +71,15 @@ std::vector<envelope> golden_v5() {
   return all;
 }
 
+// Schema v6 added preview URLs and restart on wake.
+std::vector<envelope> golden_v6() {
+  auto all = golden_v5();
+  all.push_back({16, 1764400001500, false, process_started{"dev", {"npm", "start"}, "/workspace", {}, true}});
+  all.push_back({17, 1764400001600, false, port_exposed{8080, "web", "k3vq7m2x9d4c8b6n5p1r0s"}});
+  all.push_back({18, 1764400001700, false, port_unexposed{8080}});
+  return all;
+}
+
 void check_golden(const std::string& file, const std::vector<envelope>& expected) {
   std::ifstream in(std::string(WARREN_FIXTURES_DIR) + "/" + file);
   REQUIRE(in);
@@ -90,7 +99,7 @@ void check_golden(const std::string& file, const std::vector<envelope>& expected
 }  // namespace
 
 TEST_CASE("every event kind survives encode and decode", "[codec]") {
-  for (auto& e : golden_v5()) {
+  for (auto& e : golden_v6()) {
     auto d = decode_envelope(encode_envelope(e));
     INFO(event_kind(e.body));
     REQUIRE(d.error.empty());
@@ -105,10 +114,11 @@ TEST_CASE("the golden journals of every schema version still decode to the same 
   check_golden("journal-v3.hex", golden_v3());
   check_golden("journal-v4.hex", golden_v4());
   check_golden("journal-v5.hex", golden_v5());
+  check_golden("journal-v6.hex", golden_v6());
 }
 
 TEST_CASE("every event kind has a JSON form and a summary for the journal tools", "[codec]") {
-  for (auto& e : golden_v5()) {
+  for (auto& e : golden_v6()) {
     auto json = event_json(e.body);
     CHECK(json.front() == '{');
     CHECK(json.back() == '}');
@@ -116,6 +126,10 @@ TEST_CASE("every event kind has a JSON form and a summary for the journal tools"
     CHECK_FALSE(event_summary(e.body).empty());
   }
   exec_started odd{1, {"sh", "-c", "echo \"hi\"\n"}, "/", {}, 0};
+  // A preview token is the URL's secret: journal readers never see it.
+  auto exposed = event_json(port_exposed{8080, "web", "secret-token"});
+  CHECK(exposed.find("secret-token") == std::string::npos);
+  CHECK(event_summary(port_exposed{8080, "web", "secret-token"}).find("secret-token") == std::string::npos);
   CHECK(event_json(odd).find(R"(["sh","-c","echo \"hi\"\n"])") != std::string::npos);
 }
 
@@ -131,10 +145,10 @@ TEST_CASE("corrupt journal bytes are reported, not thrown", "[codec]") {
 
 // Regenerates the fixture (only for a new schema version): build/bin/warren_unit_tests "[.golden]"
 TEST_CASE("write the newest golden journal", "[.golden]") {
-  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v5.hex");
-  out << "# Journal events of schema v5, one encoded envelope per line (hex). Never edit: add a\n"
+  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v6.hex");
+  out << "# Journal events of schema v6, one encoded envelope per line (hex). Never edit: add a\n"
          "# new file for a new schema version; every file must keep decoding.\n";
-  for (auto& e : golden_v5()) out << hex(encode_envelope(e)) << "\n";
+  for (auto& e : golden_v6()) out << hex(encode_envelope(e)) << "\n";
   REQUIRE(out.good());
 }
 
@@ -152,6 +166,8 @@ TEST_CASE("snapshots round-trip and an unknown version or garbage is no snapshot
   s.pids_max = 512;
   s.cpu_millis = 1500;
   s.disk_bytes = 20ull << 30;
+  s.processes = {{"web", {"npm", "start"}, 0, 0, 0, true}, {"job", {"make"}, 1, 2, 0, false}};
+  s.ports = {{3000, "app", "abc"}, {8080, "", "def"}};
   auto back = decode_sandbox_snapshot(encode_snapshot(s));
   REQUIRE(back);
   CHECK(*back == s);
