@@ -138,9 +138,9 @@ void core::end_exec(std::string name, std::uint64_t id, std::uint64_t exec_id, e
                    exec_id, std::move(outcome));
 }
 
-void core::hold(std::string name, std::uint64_t id, callback<std::uint64_t> done) {
+void core::hold(std::string name, std::uint64_t id, callback<std::uint64_t> done, bool soft) {
   impl_->ask<std::uint64_t>(impl_->timeout(impl_->options.start_timeout_ms), std::move(done), wr_hold_atom::value,
-                            std::move(name), id);
+                            std::move(name), id, soft);
 }
 
 void core::process_event(std::string name, std::uint64_t id, process_update update, callback<bool> done) {
@@ -152,8 +152,29 @@ void core::processes(std::string name, std::uint64_t id, callback<std::vector<pr
                                           wr_procs_atom::value, std::move(name), id);
 }
 
-void core::release(std::string name, std::uint64_t id) {
-  impl_->ask<bool>(impl_->timeout(), [](const error&, bool) {}, wr_release_atom::value, std::move(name), id);
+void core::ports(std::string name, std::uint64_t id, ports_op op, std::uint32_t port, std::string label,
+                 callback<std::vector<exposed_port>> done) {
+  impl_->ask<std::vector<exposed_port>>(impl_->timeout(), std::move(done), wr_ports_atom::value, std::move(name), id,
+                                        static_cast<std::uint8_t>(op), port, std::move(label));
+}
+
+void core::find_preview(std::string name, callback<preview_target> done) {
+  auto t = impl_->timeout();
+  impl_->system->spawn([t, name, done = std::move(done), registry = impl_->registry](caf::event_based_actor* self) {
+    self->request(registry, t, wr_lookup_atom::value, name)
+        .then(
+            [=](std::uint64_t id) {
+              self->request(registry, t, wr_ports_atom::value, name, id, static_cast<std::uint8_t>(ports_op::list),
+                            std::uint32_t{0}, std::string())
+                  .then([=](std::vector<exposed_port>& ports) { done({}, preview_target{id, std::move(ports)}); },
+                        [=](caf::error& e) { done(from_caf(e), {}); });
+            },
+            [=](caf::error& e) { done(from_caf(e), {}); });
+  });
+}
+
+void core::release(std::string name, std::uint64_t id, bool soft) {
+  impl_->ask<bool>(impl_->timeout(), [](const error&, bool) {}, wr_release_atom::value, std::move(name), id, soft);
 }
 
 namespace {

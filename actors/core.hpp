@@ -80,14 +80,28 @@ class core {
 
   /// Starts the sandbox if needed and keeps it from hibernating until release() (file
   /// operations: work that is not a journaled command). Value: its id, for the runtime.
-  void hold(std::string name, std::uint64_t id, callback<std::uint64_t> done);
-  /// Ends one hold; counts as activity. Fire and forget.
-  void release(std::string name, std::uint64_t id);
+  /// A soft hold (preview requests) keeps it from hibernating when idle, but an explicit
+  /// hibernate still goes ahead.
+  void hold(std::string name, std::uint64_t id, callback<std::uint64_t> done, bool soft = false);
+  /// Ends one hold (of the same kind); counts as activity. Fire and forget.
+  void release(std::string name, std::uint64_t id, bool soft = false);
 
   /// Journals a background process's start (status 0) or end. Value: true when recorded.
   void process_event(std::string name, std::uint64_t id, process_update update, callback<bool> done);
   /// The background processes the sandbox's state remembers (journaled), oldest first.
   void processes(std::string name, std::uint64_t id, callback<std::vector<process_update>> done);
+
+  /// Preview URLs (journaled; do not wake the sandbox). list: every exposed port, by port.
+  /// expose: the port with its token (a port exposed again keeps its token; the label is
+  /// replaced). unexpose: the ports removed (empty when it was not exposed).
+  void ports(std::string name, std::uint64_t id, ports_op op, std::uint32_t port, std::string label,
+             callback<std::vector<exposed_port>> done);
+  /// The current incarnation of `name` and its exposed ports (the preview proxy's lookup).
+  struct preview_target {
+    std::uint64_t sandbox_id = 0;
+    std::vector<exposed_port> ports;
+  };
+  void find_preview(std::string name, callback<preview_target> done);
 
   /// A sandbox's journal from `from_seq`, at most `limit` entries (0: 10000), and its last seq.
   struct journal_page {

@@ -25,6 +25,7 @@ using wr_ended_atom = caf::atom_constant<caf::atom("wr_ended")>;
 using wr_hold_atom = caf::atom_constant<caf::atom("wr_hold")>;
 using wr_proc_atom = caf::atom_constant<caf::atom("wr_proc")>;
 using wr_procs_atom = caf::atom_constant<caf::atom("wr_procs")>;
+using wr_ports_atom = caf::atom_constant<caf::atom("wr_ports")>;
 using wr_release_atom = caf::atom_constant<caf::atom("wr_release")>;
 using wr_down_atom = caf::atom_constant<caf::atom("wr_shut")>;
 using wr_status_atom = caf::atom_constant<caf::atom("wr_status")>;
@@ -82,7 +83,12 @@ typename Inspector::result_type inspect(Inspector& f, exec_ticket& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, process_update& x) {
   return f(caf::meta::type_name("process_update"), x.process_id, x.argv, x.cwd, x.env_names, x.status, x.exit_code,
-           x.signal);
+           x.signal, x.restart_on_wake);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, exposed_port& x) {
+  return f(caf::meta::type_name("exposed_port"), x.port, x.label, x.token);
 }
 
 template <class Inspector>

@@ -382,9 +382,9 @@ caf::behavior registry_behavior(registry_actor* self) {
           forward<exec_ticket>(self, name, id, caf::make_message(wr_exec_atom::value, req), rp, start_timeout(self->state));
         });
       },
-      [=](wr_hold_atom, std::string& name, std::uint64_t id) {
+      [=](wr_hold_atom, std::string& name, std::uint64_t id, bool soft) {
         return gated<std::uint64_t>(self, [=](caf::response_promise rp) {
-          forward<std::uint64_t>(self, name, id, caf::make_message(wr_hold_atom::value), rp, start_timeout(self->state));
+          forward<std::uint64_t>(self, name, id, caf::make_message(wr_hold_atom::value, soft), rp, start_timeout(self->state));
         });
       },
       [=](wr_proc_atom, std::string& name, std::uint64_t id, process_update& u) {
@@ -400,12 +400,18 @@ caf::behavior registry_behavior(registry_actor* self) {
                                                start_timeout(self->state));
         });
       },
-      [=](wr_release_atom, std::string& name, std::uint64_t id) {
+      [=](wr_ports_atom, std::string& name, std::uint64_t id, std::uint8_t op, std::uint32_t port, std::string& label) {
+        return gated<std::vector<exposed_port>>(self, [=](caf::response_promise rp) {
+          forward<std::vector<exposed_port>>(self, name, id, caf::make_message(wr_ports_atom::value, op, port, label), rp,
+                                             request_timeout(self->state));
+        });
+      },
+      [=](wr_release_atom, std::string& name, std::uint64_t id, bool soft) {
         return gated<bool>(self, [=](caf::response_promise rp) {
           // Nothing to release in a sandbox that is gone or asleep (its actor took the holds with it).
           auto* e = find_incarnation(self->state, name, id);
           if (!e || !self->state.actors.count(name)) return (void)rp.deliver(false);
-          forward<bool>(self, name, id, caf::make_message(wr_release_atom::value), rp, request_timeout(self->state));
+          forward<bool>(self, name, id, caf::make_message(wr_release_atom::value, soft), rp, request_timeout(self->state));
         });
       },
       [=](wr_ended_atom, std::string& name, std::uint64_t id, std::uint64_t exec_id, exec_outcome& o) {

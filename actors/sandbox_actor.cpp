@@ -7,8 +7,25 @@
 #include "actors/sandbox_logic.hpp"
 #include "storage/journal.hpp"
 
+#include <sys/random.h>
+
 namespace warren::actors {
 namespace {
+
+// A preview URL's secret: 22 characters of lower-case base32 (110 random bits), valid in a
+// DNS label.
+std::string new_preview_token() {
+  unsigned char bytes[22];
+  std::size_t got = 0;
+  while (got < sizeof bytes) {
+    auto n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n > 0) got += static_cast<std::size_t>(n);
+  }
+  static constexpr char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+  std::string token;
+  for (auto b : bytes) token += alphabet[b & 31];
+  return token;
+}
 
 struct sandbox_state {
   sandbox_spec spec;
@@ -33,6 +50,7 @@ struct sandbox_state {
   bool idle_timer_armed = false;
   std::uint64_t cpu_seen_us = 0;
   int holds = 0;  // File operations in progress (core::hold); not journaled.
+  int soft_holds = 0;  // Preview requests: keep it from idling, not from an explicit sleep.
 
   static inline const char* name = "warren.sandbox";
 };
@@ -298,10 +316,11 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
         // never put to sleep.
         auto cpu = s.runtime->cpu_usage_us(s.rec.id);
         if (cpu > s.cpu_seen_us) touch(self);
-        if (s.holds > 0 || !may_hibernate(s.rec, now_ms(), s.last_activity_ms)) return arm_idle_timer(self);
+        if (s.holds + s.soft_holds > 0 || !may_hibernate(s.rec, now_ms(), s.last_activity_ms)) return arm_idle_timer(self);
         s.gate.run([self] {
           // Re-check: a command may have run while this waited at the gate.
-          if (self->state.holds > 0 || !may_hibernate(self->state.rec, now_ms(), self->state.last_activity_ms))
+          auto& st = self->state;
+          if (st.holds + st.soft_holds > 0 || !may_hibernate(st.rec, now_ms(), st.last_activity_ms))
             return arm_idle_timer(self);
           hibernate(self, "idle", [self](const error& e) {
             if (e) spdlog::warn("event=hibernate_failed sandbox={} reason=\"{}\"", self->state.rec.name, e.message);
@@ -386,13 +405,13 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
         });
         return rp;
       },
-      [=](wr_hold_atom) -> caf::result<std::uint64_t> {
+      [=](wr_hold_atom, bool soft) -> caf::result<std::uint64_t> {
         auto rp = self->make_response_promise<std::uint64_t>();
         self->state.gate.run([=]() mutable {
           touch(self);
           ensure_running(self, [=](const error& e) mutable {
             if (e) return (void)rp.deliver(to_caf(e));
-            ++self->state.holds;
+            ++(soft ? self->state.soft_holds : self->state.holds);
             rp.deliver(self->state.rec.id);
           });
         });
@@ -401,7 +420,8 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
       [=](wr_proc_atom, process_update& u) -> caf::result<bool> {
         auto rp = self->make_response_promise<bool>();
         self->state.gate.run([=]() mutable {
-          wire::event e = u.status == 0 ? wire::event{wire::process_started{u.process_id, u.argv, u.cwd, u.env_names}}
+          wire::event e = u.status == 0 ? wire::event{wire::process_started{u.process_id, u.argv, u.cwd, u.env_names,
+                                                                            u.restart_on_wake}}
                                         : wire::event{wire::process_ended{u.process_id, u.status, u.exit_code, u.signal}};
           write(self, {std::move(e)}, [=](const error& err) mutable {
             if (err) return (void)rp.deliver(to_caf(err));
@@ -413,12 +433,56 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
       [=](wr_procs_atom) -> std::vector<process_update> {
         std::vector<process_update> out;
         for (auto& p : self->state.rec.processes)
-          out.push_back(process_update{p.process_id, p.argv, "", {}, p.status, p.exit_code, p.signal});
+          out.push_back(process_update{p.process_id, p.argv, "", {}, p.status, p.exit_code, p.signal, p.restart_on_wake});
         return out;
       },
-      [=](wr_release_atom) -> bool {
+      [=](wr_ports_atom, std::uint8_t op, std::uint32_t port, std::string& label) -> caf::result<std::vector<exposed_port>> {
+        auto rp = self->make_response_promise<std::vector<exposed_port>>();
+        self->state.gate.run([=]() mutable {
+          auto& rec = self->state.rec;
+          auto find = [&]() -> const wire::exposed_port* {
+            for (auto& p : rec.ports)
+              if (p.port == port) return &p;
+            return nullptr;
+          };
+          // A sleeping sandbox's actor goes away again once it answered.
+          auto done = [=](std::vector<exposed_port> out) mutable {
+            rp.deliver(std::move(out));
+            self->state.gate.run([self] {
+              if (self->state.status == sandbox_status::hibernated) self->quit();
+            });
+          };
+          std::vector<exposed_port> out;
+          if (static_cast<ports_op>(op) == ports_op::list) {
+            for (auto& p : rec.ports) out.push_back(exposed_port{p.port, p.label, p.token});
+            return done(std::move(out));
+          }
+          auto* known = find();
+          wire::event e;
+          if (static_cast<ports_op>(op) == ports_op::unexpose) {
+            if (!known) return done({});
+            out.push_back(exposed_port{known->port, known->label, known->token});
+            e = wire::port_unexposed{port};
+          } else {
+            if (auto err = validate_expose(rec, port, label)) return (void)rp.deliver(to_caf(err));
+            if (known && known->label == label) return done({exposed_port{port, label, known->token}});
+            auto token = known ? known->token : new_preview_token();
+            out.push_back(exposed_port{port, label, token});
+            e = wire::port_exposed{port, label, token};
+          }
+          touch(self);
+          write(self, {std::move(e)}, [=](const error& err) mutable {
+            if (err) return (void)rp.deliver(to_caf(err));
+            spdlog::info("event={} sandbox={} port={}", op == 1 ? "port_exposed" : "port_unexposed", self->state.rec.name, port);
+            done(out);
+          });
+        });
+        return rp;
+      },
+      [=](wr_release_atom, bool soft) -> bool {
         auto& s = self->state;
-        if (s.holds > 0) --s.holds;
+        auto& n = soft ? s.soft_holds : s.holds;
+        if (n > 0) --n;
         touch(self);
         arm_idle_timer(self);
         return true;

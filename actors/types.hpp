@@ -101,7 +101,18 @@ struct process_update {
   std::uint8_t status = 0;
   std::int32_t exit_code = 0;
   std::int32_t signal = 0;
+  bool restart_on_wake = false;  ///< Started again when its sandbox wakes.
 };
+
+/// A port reachable through a preview URL. The token is the URL's secret part.
+struct exposed_port {
+  std::uint32_t port = 0;
+  std::string label;
+  std::string token;
+};
+
+/// What the ports call of the core does.
+enum class ports_op : std::uint8_t { list = 0, expose = 1, unexpose = 2 };
 
 /// How an exec ended, reported back by the gateway for the journal.
 struct exec_outcome {

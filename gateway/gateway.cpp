@@ -17,6 +17,7 @@
 #include "gateway/bridge.hpp"
 #include "gateway/cgroups.hpp"
 #include "gateway/inbox.hpp"
+#include "gateway/preview.hpp"
 #include "gateway/rpc_server.hpp"
 #include "gateway/sandbox_host.hpp"
 
@@ -109,6 +110,14 @@ int run(const gateway_options& options, core_factory make_core) {
     return 1;
   }
   rpc_context ctx{*core, host, calls, io.provider->getTimer(), options.version, options.token};
+  preview_options popts;
+  popts.domain = options.preview_domain;
+  preview_server preview(io, ctx, popts);
+  log_task_errors restart_errors;
+  kj::TaskSet restarts(restart_errors);
+  host.on_agent_ready = [&ctx, &restarts](std::uint64_t id, const std::string& name, wire::Agent::Client agent) {
+    restarts.add(restart_processes(ctx, name, id, kj::mv(agent)));
+  };
 
   int code = 0;
   {
@@ -135,10 +144,25 @@ int run(const gateway_options& options, core_factory make_core) {
         auto listener = addr->listen();
         auto server = kj::heap<capnp::TwoPartyServer>(make_login(ctx));
         spdlog::info("event=listening transport=tcp address={} port={}", options.tcp_listen, listener->getPort());
+        preview.add_daemon_port(listener->getPort());
         listeners.add(server->listen(*listener).attach(kj::mv(listener)));
         tcp_server = kj::mv(server);
       } catch (const kj::Exception& e) {
         spdlog::error("event=start_failed reason=\"cannot listen on {}: {}\"", options.tcp_listen, e.getDescription().cStr());
+        code = 1;
+      }
+    }
+    if (code == 0 && !options.http_listen.empty()) {
+      try {
+        auto addr = io.provider->getNetwork().parseAddress(options.http_listen).wait(io.waitScope);
+        auto listener = addr->listen();
+        auto port = static_cast<std::uint16_t>(listener->getPort());
+        spdlog::info("event=listening transport=http address={} port={} preview_domain={}", options.http_listen, port,
+                     options.preview_domain);
+        listeners.add(preview.serve(kj::mv(listener), port));
+        ctx.preview = &preview;
+      } catch (const kj::Exception& e) {
+        spdlog::error("event=start_failed reason=\"cannot listen on {}: {}\"", options.http_listen, e.getDescription().cStr());
         code = 1;
       }
     }
@@ -159,6 +183,7 @@ int run(const gateway_options& options, core_factory make_core) {
     spdlog::warn("event=shutdown_slow reason=\"sandboxes did not stop within 60 s\"");
     return true;
   })).wait(io.waitScope);
+  host.on_agent_ready = nullptr;
   host.stop_all().exclusiveJoin(io.provider->getTimer().afterDelay(30 * kj::SECONDS)).wait(io.waitScope);
   if (host.running() > 0) spdlog::error("event=sandboxes_left count={}", host.running());
   calls.close();

@@ -40,6 +40,10 @@ struct gateway_options {
   actors::disk_quota* disk = nullptr;
   /// A sandbox's disk limit unless it has its own; 0 = none. Default: 10 GiB.
   std::uint64_t sandbox_disk_bytes = 10ull << 30;
+  /// The HTTP listener of preview URLs ("127.0.0.1:7480"); empty: no preview URLs.
+  std::string http_listen = "127.0.0.1:7480";
+  /// Preview host names end in this domain. Default: localhost.
+  std::string preview_domain = "localhost";
   /// Reported by Warren.version.
   std::string version = "0.1.0";
 };

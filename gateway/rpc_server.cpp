@@ -1,5 +1,7 @@
 #include "gateway/rpc_server.hpp"
 
+#include "gateway/preview.hpp"
+
 #include <kj/debug.h>
 #include <spdlog/spdlog.h>
 
@@ -290,6 +292,40 @@ class process_events final : public wire::ProcessEvents::Server {
   kj::ForkedPromise<void> started_;
 };
 
+}  // namespace
+
+kj::Promise<void> restart_processes(rpc_context& ctx, std::string name, std::uint64_t id, wire::Agent::Client agent) {
+  auto journaled = kj::newPromiseAndFulfiller<void>();
+  auto req = agent.restartProcessesRequest();
+  req.setEvents(kj::heap<process_events>(ctx, name, id, kj::mv(journaled.promise)));
+  auto fulfiller = kj::mv(journaled.fulfiller);
+  if (ctx.preview) ctx.preview->restarts_began(id);
+  return req.send()
+      .then([&ctx, name, id](capnp::Response<wire::Agent::RestartProcessesResults> res) {
+        if (ctx.preview) ctx.preview->restarts_done(id, res.getStarted().size() > 0);
+        for (auto f : res.getFailed()) spdlog::warn("event=process_restart_failed sandbox={} reason=\"{}\"", name, f.cStr());
+        auto started = kj::heapArrayBuilder<kj::Promise<void>>(res.getStarted().size());
+        for (auto s : res.getStarted()) {
+          actors::process_update u;
+          u.process_id = s.getInfo().getId().cStr();
+          for (auto a : s.getInfo().getCommand()) u.argv.push_back(a.cStr());
+          u.cwd = s.getCwd().cStr();
+          u.restart_on_wake = true;
+          spdlog::info("event=process_restarted sandbox={} process={}", name, u.process_id);
+          started.add(ctx.calls.call<bool>([&ctx, name, id, u](auto cb) { ctx.core.process_event(name, id, u, std::move(cb)); })
+                          .ignoreResult());
+        }
+        return kj::joinPromises(started.finish());
+      })
+      .then([fulfiller = kj::mv(fulfiller)]() mutable { fulfiller->fulfill(); },
+            [&ctx, name, id](kj::Exception&& e) {
+              if (ctx.preview) ctx.preview->restarts_done(id, false);
+              spdlog::warn("event=process_restart_failed sandbox={} reason=\"{}\"", name, e.getDescription().cStr());
+            });
+}
+
+namespace {
+
 wire::ProcessStatus to_wire_status(std::uint8_t s) {
   switch (s) {
     case 0: return wire::ProcessStatus::RUNNING;
@@ -422,18 +458,20 @@ class sandbox_impl final : public wire::Sandbox::Server {
     auto options = p.getOptions();
     auto id = str(options.getId());
     auto ring = options.getLogBytes();
+    bool restart = options.getRestartOnWake();
     auto cwd = req.cwd.empty() ? std::string("/workspace") : req.cwd;
-    return with_held_agent(ctx_, name_, id_, [this, context, req, env, cwd, id, ring](wire::Agent::Client& agent) mutable {
+    return with_held_agent(ctx_, name_, id_, [this, context, req, env, cwd, id, ring, restart](wire::Agent::Client& agent) mutable {
       auto call = agent.startProcessRequest();
       call.setId(id);
       set_texts(call.initArgv(static_cast<unsigned>(req.argv.size())), req.argv);
       set_texts(call.initEnv(static_cast<unsigned>(env.size())), env);
       call.setCwd(cwd);
       call.setRingBytes(ring);
+      call.setRestartOnWake(restart);
       auto journaled = kj::newPromiseAndFulfiller<void>();
       call.setEvents(kj::heap<process_events>(ctx_, name_, id_, kj::mv(journaled.promise)));
       auto fulfiller = kj::mv(journaled.fulfiller);
-      return call.send().then([this, context, req, cwd, fulfiller = kj::mv(fulfiller)](
+      return call.send().then([this, context, req, cwd, restart, fulfiller = kj::mv(fulfiller)](
                                   capnp::Response<wire::Agent::StartProcessResults> res) mutable {
         // Journaled before the client hears of it.
         actors::process_update u;
@@ -441,6 +479,7 @@ class sandbox_impl final : public wire::Sandbox::Server {
         u.argv = req.argv;
         u.cwd = cwd;
         for (auto& kv : req.env) u.env_names.push_back(kv.first);
+        u.restart_on_wake = restart;
         auto started = ctx_.calls.call<bool>([this, u](auto cb) { ctx_.core.process_event(name_, id_, u, std::move(cb)); });
         return started.then([context, res = kj::mv(res), fulfiller = kj::mv(fulfiller)](bool) mutable {
           fulfiller->fulfill();
@@ -503,6 +542,57 @@ class sandbox_impl final : public wire::Sandbox::Server {
       auto req = agent.killAllProcessesRequest();
       req.setSignal(signal);
       return req.send().then([context](auto res) mutable { context.getResults().setCount(res.getCount()); });
+    });
+  }
+
+  // Preview URLs: the ports are journaled by the sandbox's actor; the URLs are the gateway's.
+  template <class Results>
+  void fill_ports(Results out, const std::vector<actors::exposed_port>& ports) {
+    for (unsigned i = 0; i < ports.size(); ++i) {
+      auto o = out[i];
+      o.setPort(ports[i].port);
+      o.setName(ports[i].label);
+      o.setUrl(ctx_.preview->host_url(name_, ports[i].port, ports[i].token));
+      o.setPathUrl(ctx_.preview->path_url(name_, ports[i].port, ports[i].token));
+    }
+  }
+  kj::Promise<void> ports_call(actors::ports_op op, std::uint32_t port, std::string label,
+                               std::function<void(std::vector<actors::exposed_port>&)> answer) {
+    if (!ctx_.preview)
+      return to_kj(make_error(errc::unavailable, "preview URLs are off: start warrend with --http-listen ADDRESS:PORT"));
+    if (op == actors::ports_op::expose && ctx_.preview->is_daemon_port(port))
+      return to_kj(make_error(errc::invalid_argument, "port " + std::to_string(port) + " is one of the daemon's own"));
+    return ctx_.calls
+        .call<std::vector<actors::exposed_port>>(
+            [this, op, port, label](auto cb) { ctx_.core.ports(name_, id_, op, port, label, std::move(cb)); })
+        .then([this, op, answer = kj::mv(answer)](std::vector<actors::exposed_port> ports) mutable {
+          // Revoked: the proxy forgets what it knew, before the client hears of it.
+          if (op == actors::ports_op::unexpose) ctx_.preview->forget(name_);
+          answer(ports);
+        });
+  }
+
+  kj::Promise<void> exposePort(ExposePortContext context) override {
+    auto p = context.getParams();
+    return ports_call(actors::ports_op::expose, p.getPort(), str(p.getName()), [this, context](auto& ports) mutable {
+      auto out = context.getResults().initPort();
+      if (ports.empty()) return;
+      auto& e = ports[0];
+      out.setPort(e.port);
+      out.setName(e.label);
+      out.setUrl(ctx_.preview->host_url(name_, e.port, e.token));
+      out.setPathUrl(ctx_.preview->path_url(name_, e.port, e.token));
+    });
+  }
+
+  kj::Promise<void> unexposePort(UnexposePortContext context) override {
+    return ports_call(actors::ports_op::unexpose, context.getParams().getPort(), "",
+                      [context](auto& ports) mutable { context.getResults().setExisted(!ports.empty()); });
+  }
+
+  kj::Promise<void> listExposedPorts(ListExposedPortsContext context) override {
+    return ports_call(actors::ports_op::list, 0, "", [this, context](auto& ports) mutable {
+      fill_ports(context.getResults().initPorts(static_cast<unsigned>(ports.size())), ports);
     });
   }
 
@@ -659,7 +749,10 @@ class warren_impl final : public wire::Warren::Server {
   kj::Promise<void> destroy(DestroyContext context) override {
     auto name = str(context.getParams().getName());
     return ctx_.calls.call<bool>([this, name](auto cb) { ctx_.core.destroy(name, std::move(cb)); })
-        .then([context](bool existed) mutable { context.getResults().setExisted(existed); });
+        .then([this, context, name](bool existed) mutable {
+          if (ctx_.preview) ctx_.preview->forget(name);
+          context.getResults().setExisted(existed);
+        });
   }
 
   kj::Promise<void> journal(JournalContext context) override {

@@ -56,6 +56,10 @@ struct sandbox_host::link {
   std::function<void(const std::string&)> exited;
   std::vector<std::function<void()>> stop_waiters;
   bool stopping = false;
+  int netns_fd = -1;  // Opened on first use (preview proxy); closed with the link.
+  ~link() {
+    if (netns_fd >= 0) ::close(netns_fd);
+  }
 };
 
 struct sandbox_host::state {
@@ -143,6 +147,21 @@ kj::Maybe<wire::Agent::Client> sandbox_host::agent(std::uint64_t sandbox_id) {
   auto it = st_->links.find(sandbox_id);
   if (it == st_->links.end() || it->second->stopping) return nullptr;
   return it->second->agent;
+}
+
+kj::Maybe<sandbox_host::net_target> sandbox_host::network(std::uint64_t sandbox_id) {
+  auto it = st_->links.find(sandbox_id);
+  if (it == st_->links.end() || it->second->stopping || it->second->agent == nullptr) return nullptr;
+  auto& l = *it->second;
+  if (l.netns_fd < 0) {
+    auto path = "/proc/" + std::to_string(l.pid) + "/ns/net";
+    l.netns_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (l.netns_fd < 0) {
+      spdlog::warn("event=netns_open_failed sandbox={} reason=\"{}\"", l.name, std::strerror(errno));
+      return nullptr;
+    }
+  }
+  return net_target{l.netns_fd, l.pid};
 }
 
 void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const error&)> started,
@@ -265,7 +284,9 @@ void sandbox_host::do_start(actors::sandbox_spec spec, std::function<void(const 
                        spdlog::debug("event=init_ready sandbox={} start_us={}", it->second->name,
                                      std::chrono::duration_cast<std::chrono::microseconds>(
                                          std::chrono::steady_clock::now() - spawned).count());
+                       auto name = it->second->name;
                        started({});
+                       if (on_agent_ready) on_agent_ready(id, name, agent);
                      },
                      [this, id, name = spec.name, started](kj::Exception&& e) {
                        std::string why = e.getDescription().cStr();

@@ -52,6 +52,18 @@ class sandbox_host final : public actors::sandbox_runtime {
   /// The agent of a running sandbox. KJ thread only.
   kj::Maybe<wire::Agent::Client> agent(std::uint64_t sandbox_id);
 
+  /// A running sandbox's network namespace (an fd the host owns, valid while it runs) and
+  /// its init's pid, which tells one start from the next. KJ thread only.
+  struct net_target {
+    int netns_fd = -1;
+    int init_pid = 0;
+  };
+  kj::Maybe<net_target> network(std::uint64_t sandbox_id);
+
+  /// Called on the KJ thread after each start of a sandbox, once it was reported running
+  /// (the gateway restarts its restart_on_wake processes there).
+  std::function<void(std::uint64_t sandbox_id, const std::string& name, wire::Agent::Client agent)> on_agent_ready;
+
   /// Kills every sandbox still running; resolves when all are gone. KJ thread only.
   kj::Promise<void> stop_all();
 

@@ -41,14 +41,37 @@ interface Agent {
   deleteSession @5 (name :Text) -> (existed :Bool);
 
   startProcess @6 (id :Text, argv :List(Text), env :List(Text), cwd :Text, ringBytes :UInt32,
-                   events :ProcessEvents)
+                   events :ProcessEvents, restartOnWake :Bool)
               -> (process :Process, info :ProcessInfo);
   # A background process (wire/process.capnp): complete env, cwd as given; fails with
   # "code: message" (invalid_argument, already_exists for a running id, not_found).
+  # restartOnWake: its ProcessSpec is kept in /var/lib/warren/processes/ID.spec until it
+  # exits or is killed through Process.kill / killAllProcesses; a process that was still
+  # running when the sandbox stopped (hibernation, a restart) starts again through
+  # restartProcesses.
   listProcesses @7 () -> (processes :List(ProcessInfo));
   getProcess @8 (id :Text) -> (process :Process, info :ProcessInfo);
   # not_found for an unknown id.
   killAllProcesses @9 (signal :Int32) -> (count :UInt32);
+  restartProcesses @10 (events :ProcessEvents) -> (started :List(RestartedProcess), failed :List(Text));
+  # Starts every process whose spec was left behind (called by the daemon once per start of
+  # the sandbox). `failed`: "ID: reason" for specs that could not start (they are removed).
+}
+
+struct RestartedProcess {
+  info @0 :ProcessInfo;
+  cwd @1 :Text;
+  envNames @2 :List(Text);
+}
+
+struct ProcessSpec {
+  # How a restart_on_wake process was started; kept inside the sandbox (its env may hold
+  # secrets, which never enter the daemon's journal).
+  id @0 :Text;
+  argv @1 :List(Text);
+  env @2 :List(Text);
+  cwd @3 :Text;
+  ringBytes @4 :UInt32;
 }
 
 interface ProcessEvents {

@@ -51,3 +51,23 @@ error validate_sandbox_name(std::string_view name) {
 }
 
 }  // namespace warren::wire
+
+namespace warren::wire {
+
+error validate_preview_domain(std::string_view domain) {
+  auto fail = [&]() {
+    return make_error(errc::invalid_argument, "preview domain " + quote(domain) +
+                                                  " must be a lower-case DNS name such as localhost or "
+                                                  "preview.example.com (labels of a-z, 0-9, '-', at most 200 characters)");
+  };
+  if (domain.empty() || domain.size() > 200 || domain.front() == '.' || domain.back() == '.') return fail();
+  char prev = '.';
+  for (char c : domain) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+    if (!ok || (c == '.' && prev == '.')) return fail();
+    prev = c;
+  }
+  return {};
+}
+
+}  // namespace warren::wire

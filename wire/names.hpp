@@ -14,4 +14,8 @@ inline constexpr std::size_t max_sandbox_name_bytes = 63;
 /// and states the rule, or an empty error when `name` is valid.
 error validate_sandbox_name(std::string_view name);
 
+/// The domain of preview host names: a lower-case DNS name (e.g. localhost), at most 200
+/// characters. An `invalid_argument` error otherwise.
+error validate_preview_domain(std::string_view domain);
+
 }  // namespace warren::wire

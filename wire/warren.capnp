@@ -172,11 +172,40 @@ interface Sandbox {
 
   killAllProcesses @13 (signal :Int32) -> (count :UInt32);
   # Signal 0: kills every running process's tree. Returns how many were running.
+  exposePort @14 (port :UInt32, name :Text) -> (port :ExposedPort);
+  # Makes the sandbox's TCP `port` (its server listening on 0.0.0.0 or 127.0.0.1) reachable
+  # through the daemon's HTTP listener at an unguessable URL; HTTP and WebSocket are proxied,
+  # and a request wakes a hibernated sandbox. Exposing a port again returns the same URL
+  # (`name`, a label of at most 63 of a-z, 0-9, '-', '_', is replaced). Journaled; the URL
+  # survives hibernation and daemon restarts until unexposePort or destroy. Fails with
+  # unavailable when the daemon runs without --http-listen, invalid_argument for a port
+  # outside 1-65535 or one of the daemon's own. Does not wake the sandbox.
+  unexposePort @15 (port :UInt32) -> (existed :Bool);
+  # Revokes the URL at once: its requests get 404 from then on.
+  listExposedPorts @16 () -> (ports :List(ExposedPort));
+  # Its exposed ports, by port. Does not wake it.
+}
+
+struct ExposedPort {
+  port @0 :UInt32;
+  name @1 :Text;
+  url @2 :Text;
+  # http://{port}-{sandbox}-{token}.{preview domain}:{http port}/ : the page sees its own
+  # origin (absolute links, cookies and WebSockets work). *.localhost resolves to the loopback
+  # address in browsers and curl; elsewhere the domain needs wildcard DNS to this machine.
+  pathUrl @3 :Text;
+  # http://{preview domain}:{http port}/preview/{sandbox}/{port}/{token}/ : works without
+  # wildcard DNS; the prefix is removed before the request reaches the sandbox, so only
+  # pages that use relative links work well through it.
 }
 
 struct ProcessOptions {
   id @0 :Text;          # 1-64 of letters, digits, '-', '_', '.'; default p1, p2, ...
   logBytes @1 :UInt32;  # Ring buffer per output stream; 0: 1 MiB; at most 64 MiB.
+  restartOnWake @2 :Bool;
+  # When the sandbox hibernated (or the daemon restarted) while it ran, start it again, with
+  # the same id, command, env and cwd, when the sandbox wakes. Its env is kept inside the
+  # sandbox (/var/lib/warren/processes), never in the journal.
 }
 
 struct SessionInfo {

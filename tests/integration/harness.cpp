@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -153,6 +154,9 @@ void warrend_process::start() {
   auto log_before = log().size();  // A restart appends to the same log.
   std::vector<std::string> argv = {bin("warrend"), "--data-dir", data_dir, "--socket", socket, "--log-level", "debug"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  // Tests run in parallel: each daemon's preview listener gets a free port of its own.
+  if (std::find(extra_args.begin(), extra_args.end(), "--http-listen") == extra_args.end())
+    argv.insert(argv.end(), {"--http-listen", "127.0.0.1:0"});
   REQUIRE(spawn_process(argv, log_path, pid) == 0);
   bool up = eventually([&] { return log().find("event=daemon_ready", log_before) != std::string::npos; }, 20000);
   INFO(log());
@@ -184,6 +188,14 @@ run_result warrend_process::warren(std::vector<std::string> args, int timeout_ms
 std::string warrend_process::log() const {
   std::ifstream in(log_path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::uint16_t warrend_process::http_port() const {
+  auto l = log();
+  auto at = l.rfind("transport=http");
+  REQUIRE(at != std::string::npos);
+  at = l.find(" port=", at);
+  return static_cast<std::uint16_t>(std::stoul(l.substr(at + 6)));
 }
 
 std::string warrend_process::cgroup_parent() const {

@@ -62,6 +62,8 @@ class warrend_process {
   run_result warren(std::vector<std::string> args, int timeout_ms = 60000) const;
 
   std::string log() const;
+  /// The port of its preview HTTP listener (from its log; the last start's).
+  std::uint16_t http_port() const;
   /// The daemon's cgroup directory (from its start-up log line).
   std::string cgroup_parent() const;
   /// The data-dir directory of a sandbox by name (via `warren ls --json`).

@@ -41,3 +41,12 @@ TEST_CASE("error descriptions round-trip through their text form", "[errors]") {
   CHECK(back.message == e.message);
   CHECK(warren::error::from_string("something else").code == errc::internal);
 }
+
+TEST_CASE("preview domains are lower-case DNS names", "[names]") {
+  using warren::wire::validate_preview_domain;
+  CHECK_FALSE(validate_preview_domain("localhost"));
+  CHECK_FALSE(validate_preview_domain("preview.example.com"));
+  for (auto bad : {"", ".localhost", "localhost.", "a..b", "Local", "a_b", "a/b", "a:80"})
+    CHECK(validate_preview_domain(bad).code == warren::errc::invalid_argument);
+  CHECK(validate_preview_domain(std::string(201, 'a')).code == warren::errc::invalid_argument);
+}

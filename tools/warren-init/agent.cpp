@@ -273,10 +273,24 @@ class agent_impl final : public wire::Agent::Server {
     spec.cwd = str(p.getCwd());
     spec.ring_bytes = p.getRingBytes();
     if (p.hasEvents()) spec.events = p.getEvents();
+    spec.restart_on_wake = p.getRestartOnWake();
     KJ_REQUIRE(!spec.argv.empty() && !spec.argv[0].empty(), "empty argv");
     if (exec_cgroups_ >= 0) sweep_cgroups();
     auto res = context.getResults();
     res.setProcess(processes_.start(kj::mv(spec), res.initInfo()));
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> restartProcesses(RestartProcessesContext context) override {
+    auto res = context.getResults();
+    std::vector<capnp::Orphan<wire::RestartedProcess>> started;
+    std::vector<std::string> failed;
+    processes_.restart_all(context.getParams().getEvents(), capnp::Orphanage::getForMessageContaining(res), started,
+                           failed);
+    auto out = res.initStarted(static_cast<unsigned>(started.size()));
+    for (unsigned i = 0; i < started.size(); ++i) out.setWithCaveats(i, started[i].getReader());
+    auto f = res.initFailed(static_cast<unsigned>(failed.size()));
+    for (unsigned i = 0; i < failed.size(); ++i) f.set(i, failed[i]);
     return kj::READY_NOW;
   }
 

@@ -5,8 +5,12 @@
 // more than the ring).
 #include "processes.hpp"
 
+#include <capnp/message.h>
+#include <capnp/serialize.h>
 #include <kj/async-unix.h>
 #include <kj/debug.h>
+
+#include <dirent.h>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -76,6 +80,33 @@ struct ring {
   }
 };
 
+// Specs of restart_on_wake processes: inside the sandbox, since their env may hold secrets.
+const std::string specs_dir = "/var/lib/warren/processes";
+std::string spec_path(const std::string& id) { return specs_dir + "/" + id + ".spec"; }
+
+// Writes the spec durably (temp file, fsync, rename, directory fsync).
+void save_spec(const process_spec& spec, const std::string& id) {
+  for (auto dir : {"/var", "/var/lib", "/var/lib/warren", "/var/lib/warren/processes"})
+    if (::mkdir(dir, 0700) < 0 && errno != EEXIST) throw_code("internal", std::string("mkdir ") + dir + ": " + std::strerror(errno));
+  capnp::MallocMessageBuilder m;
+  auto b = m.initRoot<wire::ProcessSpec>();
+  b.setId(id);
+  auto argv = b.initArgv(static_cast<unsigned>(spec.argv.size()));
+  for (unsigned i = 0; i < spec.argv.size(); ++i) argv.set(i, spec.argv[i]);
+  auto env = b.initEnv(static_cast<unsigned>(spec.env.size()));
+  for (unsigned i = 0; i < spec.env.size(); ++i) env.set(i, spec.env[i]);
+  b.setCwd(spec.cwd);
+  b.setRingBytes(spec.ring_bytes);
+  auto tmp = spec_path(id) + ".tmp";
+  unique_fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (fd.get() < 0) throw_code("internal", "cannot save the process's spec: " + std::string(std::strerror(errno)));
+  capnp::writeMessageToFd(fd.get(), m);
+  if (::fsync(fd.get()) < 0 || ::rename(tmp.c_str(), spec_path(id).c_str()) < 0)
+    throw_code("internal", "cannot save the process's spec: " + std::string(std::strerror(errno)));
+  unique_fd dir(::open(specs_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() >= 0) ::fsync(dir.get());
+}
+
 }  // namespace
 
 struct bg_process : kj::Refcounted {
@@ -86,6 +117,8 @@ struct bg_process : kj::Refcounted {
   int cgroup_fd = -1;
   std::string cgroup_name;
   bool running = true, killed = false;
+  bool restart_on_wake = false;  // Its spec stays until it exits or a client ends it.
+  bool ended_by_client = false;
   int status = 0;
   std::uint64_t started_ms = now_ms(), ended_ms = 0;
   bool drained = false;  // Both pipes reached EOF after the end.
@@ -190,6 +223,7 @@ class process_impl final : public wire::Process::Server {
     if (!p.running) return kj::READY_NOW;
     int sig = context.getParams().getSignal();
     if (sig < 0 || sig >= NSIG) throw_code("invalid_argument", "no such signal: " + std::to_string(sig));
+    p.ended_by_client = true;
     if (sig != 0) {
       ::kill(-p.pid, sig);
       return kj::READY_NOW;
@@ -418,8 +452,10 @@ wire::Process::Client process_table::start(process_spec spec, wire::ProcessInfo:
   if (::stat(spec.cwd.c_str(), &st) < 0 || !S_ISDIR(st.st_mode))
     throw_code("not_found", "cannot change to directory " + spec.cwd);
 
+  if (spec.restart_on_wake) save_spec(spec, id);
   auto p = kj::refcounted<bg_process>(ring_bytes);
   p->id = id;
+  p->restart_on_wake = spec.restart_on_wake;
   p->command = spec.argv;
   p->cgroups_to_remove = &cgroups_to_remove_;
   if (exec_cgroups_ >= 0) {
@@ -434,8 +470,10 @@ wire::Process::Client process_table::start(process_spec spec, wire::ProcessInfo:
   unique_fd procs;
   if (p->cgroup_fd >= 0) procs.reset(::openat(p->cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC));
   pid_t pid = 0;
-  if (int rc = spawn_command(program, spec.argv, spec.env, spec.cwd, -1, out_w.get(), err_w.get(), procs.get(), pid))
+  if (int rc = spawn_command(program, spec.argv, spec.env, spec.cwd, -1, out_w.get(), err_w.get(), procs.get(), pid)) {
+    if (spec.restart_on_wake) ::unlink(spec_path(id).c_str());
     throw_code("invalid_argument", spec.argv[0] + ": " + std::strerror(rc));
+  }
   out_w.reset();
   err_w.reset();
   p->pid = pid;
@@ -451,6 +489,9 @@ wire::Process::Client process_table::start(process_spec spec, wire::ProcessInfo:
   // The process's end: its tree goes with it (which closes the pipes its children held),
   // then the output is drained.
   auto ended = exited.then([raw](int status) {
+    // Its own exit or a client's kill ends it for good; a kill from outside (its sandbox
+    // stopping, the OOM killer) leaves the spec for the next start.
+    if (raw->restart_on_wake && (WIFEXITED(status) || raw->ended_by_client)) ::unlink(spec_path(raw->id).c_str());
     raw->running = false;
     raw->status = status;
     raw->ended_ms = now_ms();
@@ -492,11 +533,56 @@ kj::Maybe<wire::Process::Client> process_table::get(const std::string& id, wire:
       kj::heap<process_impl>(kj::addRef(*it->second), io_.provider->getTimer(), io_.provider->getNetwork()));
 }
 
+void process_table::restart_all(wire::ProcessEvents::Client events,
+                                capnp::Orphanage orphanage, std::vector<capnp::Orphan<wire::RestartedProcess>>& started,
+                                std::vector<std::string>& failed) {
+  DIR* d = ::opendir(specs_dir.c_str());
+  if (!d) return;  // None was ever kept.
+  std::vector<std::string> names;
+  while (auto* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n.size() > 5 && n.compare(n.size() - 5, 5, ".spec") == 0) names.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (auto& n : names) {
+    auto path = specs_dir + "/" + n;
+    auto id = n.substr(0, n.size() - 5);
+    try {
+      unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+      if (fd.get() < 0) throw_code("not_found", std::strerror(errno));
+      capnp::ReaderOptions limits;
+      limits.traversalLimitInWords = 4u << 20;  // Written by us, but the sandbox could change it.
+      capnp::StreamFdMessageReader reader(fd.get(), limits);
+      auto r = reader.getRoot<wire::ProcessSpec>();
+      process_spec spec;
+      spec.id = r.getId().cStr();
+      if (spec.id != id) throw_code("invalid_argument", "the spec names another process");
+      for (auto a : r.getArgv()) spec.argv.push_back(a.cStr());
+      for (auto e : r.getEnv()) spec.env.push_back(e.cStr());
+      spec.cwd = r.getCwd().cStr();
+      spec.ring_bytes = r.getRingBytes();
+      spec.restart_on_wake = true;
+      spec.events = events;
+      if (spec.argv.empty() || spec.argv[0].empty()) throw_code("invalid_argument", "empty command");
+      auto cwd = spec.cwd;
+      auto o = orphanage.newOrphan<wire::RestartedProcess>();
+      start(kj::mv(spec), o.get().initInfo());
+      o.get().setCwd(cwd);
+      started.push_back(kj::mv(o));
+    } catch (const kj::Exception& e) {
+      ::unlink(path.c_str());  // A spec that cannot start is not tried at every wake.
+      failed.push_back(id + ": " + e.getDescription().cStr());
+    }
+  }
+}
+
 std::uint32_t process_table::kill_all(int signal) {
   std::uint32_t n = 0;
   for (auto& [id, p] : procs_) {
     if (!p->running) continue;
     ++n;
+    p->ended_by_client = true;
     if (signal != 0) {
       ::kill(-p->pid, signal);
     } else {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <capnp/orphan.h>
+
 #include "wire/agent.capnp.h"
 #include "wire/process.capnp.h"
 
@@ -22,6 +24,7 @@ struct process_spec {
   std::string cwd;
   std::uint32_t ring_bytes = 0;   ///< Per output stream; 0: 1 MiB (at most 64 MiB).
   kj::Maybe<wire::ProcessEvents::Client> events;  ///< Told when it has ended.
+  bool restart_on_wake = false;  ///< Keep the spec in the sandbox to start it again.
 };
 
 class process_table {
@@ -34,6 +37,10 @@ class process_table {
   std::size_t size() const;
   void fill_list(capnp::List<wire::ProcessInfo>::Builder out) const;
   kj::Maybe<wire::Process::Client> get(const std::string& id, wire::ProcessInfo::Builder info);
+  /// Starts the restart_on_wake processes whose specs were left by the last start of the
+  /// sandbox: `started` gets one entry each, `failed` "ID: reason" (that spec is dropped).
+  void restart_all(wire::ProcessEvents::Client events, capnp::Orphanage orphanage,
+                   std::vector<capnp::Orphan<wire::RestartedProcess>>& started, std::vector<std::string>& failed);
   /// Signal 0: kill every running process's tree. Returns how many were running.
   std::uint32_t kill_all(int signal);
 

@@ -83,7 +83,10 @@ int cmd_cp(connection& c, const options& o);
 int cmd_cat(connection& c, const options& o);
 int cmd_ls_files(connection& c, const options& o);
 
-/// processes.cpp: start, ps, logs, kill.
+/// processes.cpp: start, ps, logs, kill; expose, unexpose, ports (preview URLs).
+int cmd_expose(connection& c, const options& o);
+int cmd_unexpose(connection& c, const options& o);
+int cmd_ports(connection& c, const options& o);
 int cmd_start(connection& c, const options& o);
 int cmd_ps(connection& c, const options& o);
 int cmd_logs(connection& c, const options& o);

@@ -70,14 +70,23 @@ commands:
         copy a file or directory into (creating the sandbox if needed) or out of a sandbox;
         one of SRC and DST is NAME:PATH (a relative PATH is under /workspace), the other a
         local path; `-` is stdin/stdout
-  start NAME [--id ID] [--env K=V]... [--cwd DIR] [--shell] [--log-bytes N] -- CMD [ARGS...]
-        start a background process (a dev server ...); prints its id
+  start NAME [--id ID] [--env K=V]... [--cwd DIR] [--shell] [--log-bytes N] [--restart-on-wake]
+        -- CMD [ARGS...]
+        start a background process (a dev server ...); prints its id. --restart-on-wake:
+        when the sandbox hibernates while it runs, start it again when the sandbox wakes
   ps NAME
         the sandbox's background processes: ID STATUS END PID COMMAND
   logs NAME ID [--follow]
         what a process printed (its ring buffer); --follow keeps streaming until it ends
   kill NAME ID [--signal N]
         end a process and its whole tree (TERM, then KILL after 2 s), or send signal N
+  expose NAME PORT [--name LABEL]
+        make the sandbox's server on PORT reachable at a preview URL (printed; --json also
+        prints the path form); a request wakes a hibernated sandbox
+  unexpose NAME PORT
+        revoke that URL
+  ports NAME
+        the sandbox's exposed ports: PORT NAME URL
   sessions NAME
         list the sandbox's shell sessions and their working directories
   session NAME new SESSION [--env K=V]... [--cwd DIR]
@@ -756,7 +765,7 @@ int main(int argc, char** argv) {
     }
   }
   auto& cmd = o.rest[0];
-  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage", "cp", "cat", "ls-files", "sessions", "session", "start", "ps", "logs", "kill"};
+  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage", "cp", "cat", "ls-files", "sessions", "session", "start", "ps", "logs", "kill", "expose", "unexpose", "ports"};
   if (std::find(std::begin(commands), std::end(commands), cmd) == std::end(commands))
     die("unknown command '" + cmd + "' (see --help)", exit_usage);
 
@@ -777,6 +786,9 @@ int main(int argc, char** argv) {
     if (cmd == "ps") return cmd_ps(*c, o);
     if (cmd == "logs") return cmd_logs(*c, o);
     if (cmd == "kill") return cmd_kill(*c, o);
+    if (cmd == "expose") return cmd_expose(*c, o);
+    if (cmd == "unexpose") return cmd_unexpose(*c, o);
+    if (cmd == "ports") return cmd_ports(*c, o);
     if (cmd == "cat") return cmd_cat(*c, o);
     if (cmd == "ls-files") return cmd_ls_files(*c, o);
     return cmd_version(*c, o);

@@ -64,8 +64,10 @@ class print_sink final : public wire::LogSink::Server {
 int cmd_start(connection& c, const options& o) {
   std::string id;
   std::uint32_t log_bytes = 0;
+  bool restart = false;
   auto cmd = parse_command_line(o, "start", [&](const std::string& f, const std::function<std::string()>& value) {
     if (f == "--id") id = value();
+    else if (f == "--restart-on-wake") restart = true;
     else if (f == "--log-bytes") log_bytes = static_cast<std::uint32_t>(std::strtoul(value().c_str(), nullptr, 10));
     else return false;
     return true;
@@ -77,8 +79,59 @@ int cmd_start(connection& c, const options& o) {
   auto opts = req.initOptions();
   opts.setId(id);
   opts.setLogBytes(log_bytes);
+  opts.setRestartOnWake(restart);
   auto info = req.send().wait(c.io.waitScope).getInfo();
   std::printf("%s\n", info.getId().cStr());
+  return 0;
+}
+
+int cmd_expose(connection& c, const options& o) {
+  std::vector<std::string> pos;
+  std::string label;
+  for (std::size_t i = 1; i < o.rest.size(); ++i) {
+    if (o.rest[i] == "--name" && i + 1 < o.rest.size()) label = o.rest[++i];
+    else if (o.rest[i].rfind("--", 0) == 0) die("unknown expose option " + o.rest[i], exit_usage);
+    else pos.push_back(o.rest[i]);
+  }
+  if (pos.size() != 2) die("expose needs a sandbox name and a port: warren expose NAME PORT [--name LABEL]", exit_usage);
+  char* end = nullptr;
+  auto port = std::strtoul(pos[1].c_str(), &end, 10);
+  if (*end != '\0' || pos[1].empty() || port > 65535) die("expose: '" + pos[1] + "' is not a port (1-65535)", exit_usage);
+  auto req = existing(c, pos[0]).exposePortRequest();
+  req.setPort(static_cast<std::uint32_t>(port));
+  req.setName(label);
+  auto res = req.send().wait(c.io.waitScope).getPort();
+  if (o.json)
+    std::printf("{\"port\":%u,\"name\":\"%s\",\"url\":\"%s\",\"pathUrl\":\"%s\"}\n", res.getPort(), res.getName().cStr(),
+                res.getUrl().cStr(), res.getPathUrl().cStr());
+  else
+    std::printf("%s\n", res.getUrl().cStr());
+  return 0;
+}
+
+int cmd_unexpose(connection& c, const options& o) {
+  if (o.rest.size() != 3) die("unexpose needs a sandbox name and a port", exit_usage);
+  auto req = existing(c, o.rest[1]).unexposePortRequest();
+  req.setPort(static_cast<std::uint32_t>(std::strtoul(o.rest[2].c_str(), nullptr, 10)));
+  if (!req.send().wait(c.io.waitScope).getExisted()) die("port " + o.rest[2] + " of " + o.rest[1] + " was not exposed", 1);
+  return 0;
+}
+
+int cmd_ports(connection& c, const options& o) {
+  if (o.rest.size() != 2) die("ports needs a sandbox name", exit_usage);
+  auto res = existing(c, o.rest[1]).listExposedPortsRequest().send().wait(c.io.waitScope);
+  if (!o.json) std::printf("%-6s %-16s %s\n", "PORT", "NAME", "URL");
+  else std::printf("[");
+  bool first = true;
+  for (auto p : res.getPorts()) {
+    if (o.json)
+      std::printf("%s{\"port\":%u,\"name\":\"%s\",\"url\":\"%s\",\"pathUrl\":\"%s\"}", first ? "" : ",", p.getPort(),
+                  p.getName().cStr(), p.getUrl().cStr(), p.getPathUrl().cStr());
+    else
+      std::printf("%-6u %-16s %s\n", p.getPort(), p.getName().cStr(), p.getUrl().cStr());
+    first = false;
+  }
+  if (o.json) std::printf("]\n");
   return 0;
 }
 

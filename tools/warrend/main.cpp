@@ -22,6 +22,7 @@
 #include "storage/disk_pool.hpp"
 #include "storage/journal.hpp"
 #include "storage/layout.hpp"
+#include "wire/names.hpp"
 
 namespace {
 
@@ -37,6 +38,11 @@ options (each may also be set in the config file as `name = value`):
   --socket PATH       unix socket of the API, mode 0600 (default: /run/warren/warren.sock)
   --listen HOST:PORT  also serve the API on TCP, behind a bearer token (default: off)
   --token-file FILE   file holding the bearer token for --listen (required with it)
+  --http-listen HOST:PORT  HTTP listener of preview URLs (exposed sandbox ports);
+                      port 0 picks a free one; `off`: none (default: 127.0.0.1:7480)
+  --preview-domain D  preview URLs are http://{port}-{sandbox}-{token}.D:{http port}/;
+                      D needs wildcard DNS to this machine unless it is localhost
+                      (default: localhost)
   --log-level LEVEL   trace, debug, info, warn or error (default: info)
   --init PATH         the warren-init binary (default: next to warrend)
   --sandbox-memory SIZE  memory limit of each sandbox, e.g. 512M, 4G; 0 = none (default: 4G)
@@ -67,6 +73,7 @@ struct settings {
       {"sandbox-memory", "4G"},        {"sandbox-pids", "4096"},             {"sandbox-cpus", "0"},
       {"sandbox-uid-base", "1879048192"}, {"sandbox-uid-ranges", "4094"},     {"jail", "full"},
       {"sandbox-disk", "10G"},         {"disk-pool", "auto"},
+      {"http-listen", "127.0.0.1:7480"}, {"preview-domain", "localhost"},
   };
 };
 
@@ -297,6 +304,9 @@ int main(int argc, char** argv) {
   warren::gateway::gateway_options g;
   g.socket_path = v["socket"];
   g.tcp_listen = v["listen"];
+  g.http_listen = v["http-listen"] == "off" ? "" : v["http-listen"];
+  g.preview_domain = v["preview-domain"];
+  if (auto e = warren::wire::validate_preview_domain(g.preview_domain)) die(e.message);
   g.token = token;
   g.init_path = init_path;
   char tag[16];
