@@ -314,6 +314,8 @@ struct preview_server::impl final : kj::HttpService, kj::HttpServerErrorHandler,
   kj::Promise<void> wait_for_port(std::uint64_t id, std::uint16_t port) {
     auto it = restarting.find(id);
     if (it == restarting.end() || std::chrono::steady_clock::now() >= it->second) return kj::READY_NOW;
+    // Not running (put to sleep since we held it): the caller wakes it again.
+    if (ctx.host.network(id) == nullptr) return kj::READY_NOW;
     sandbox_address addr(*this, id, port);
     return addr.connect().then([](kj::Own<kj::AsyncIoStream>) -> kj::Promise<void> { return kj::READY_NOW; },
                                [this, id, port](kj::Exception&&) -> kj::Promise<void> {

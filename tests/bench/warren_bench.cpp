@@ -6,7 +6,12 @@
 // message: benchmarks never assert timings, but they do not report numbers for broken work.
 #include <capnp/rpc-twoparty.h>
 #include <kj/async-io.h>
+#include <kj/compat/http.h>
 #include <kj/debug.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <sys/socket.h>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -165,6 +170,9 @@ struct daemon_under_test {
     log = dir + "/warrend.log";
     std::vector<std::string> argv = {warrend, "--data-dir", data, "--socket", socket, "--log-level", "warn"};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    // Several daemons may run at once: each preview listener on a free port unless given one.
+    if (std::find(extra.begin(), extra.end(), "--http-listen") == extra.end())
+      argv.insert(argv.end(), {"--http-listen", "127.0.0.1:0"});
     pid = spawn(argv, log);
     daemon_pids.push_back(pid);
     for (int i = 0; i < 500 && !fs::exists(socket); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -492,6 +500,171 @@ void bench_hibernation(client& c, const daemon_under_test& d, int n, int sleeper
                          goal, "<= 1 KB"));
 }
 
+// --- preview proxy -------------------------------------------------------------------------
+
+// 127.0.0.1:port inside a sandbox's network namespace: the "direct" baseline of the proxy.
+class netns_address final : public kj::NetworkAddress {
+ public:
+  netns_address(kj::LowLevelAsyncIoProvider& ll, int netns, std::uint16_t port) : ll_(ll), netns_(netns), port_(port) {}
+  kj::Promise<kj::Own<kj::AsyncIoStream>> connect() override {
+    int own = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (::setns(netns_, CLONE_NEWNET) < 0) broken("setns into the sandbox");
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (::setns(own, CLONE_NEWNET) < 0) broken("setns back");
+    ::close(own);
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port_);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return ll_.wrapConnectingSocketFd(fd, reinterpret_cast<sockaddr*>(&a), sizeof a,
+                                      kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP);
+  }
+  kj::Own<kj::ConnectionReceiver> listen() override { KJ_UNIMPLEMENTED("connect only"); }
+  kj::Own<kj::NetworkAddress> clone() override { return kj::heap<netns_address>(ll_, netns_, port_); }
+  kj::String toString() override { return kj::str("sandbox port ", port_); }
+
+ private:
+  kj::LowLevelAsyncIoProvider& ll_;
+  int netns_;
+  std::uint16_t port_;
+};
+
+// One GET on a keep-alive client; returns the body's size.
+std::size_t http_get(client& c, kj::HttpClient& http, const kj::HttpHeaderTable& table, const std::string& host,
+                     const std::string& path) {
+  kj::HttpHeaders h(table);
+  h.set(kj::HttpHeaderId::HOST, host.c_str());
+  auto res = http.request(kj::HttpMethod::GET, path.c_str(), h).response.wait(c.io.waitScope);
+  if (res.statusCode != 200) broken("GET " + path + " answered " + std::to_string(res.statusCode));
+  return res.body->readAllBytes().wait(c.io.waitScope).size();
+}
+
+std::uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Latency and throughput through a preview URL against the same server reached directly (a
+// socket in the sandbox's network namespace), and the first byte from a hibernated sandbox
+// against a cold start of the same server on the host.
+void bench_preview(client& c, std::uint16_t http_port, const std::string& scratch, int n, std::vector<row>& rows) {
+  std::ifstream script_in(std::string(WARREN_FIXTURES_DIR) + "/dev_server.py");
+  std::string script((std::istreambuf_iterator<char>(script_in)), std::istreambuf_iterator<char>());
+  auto sreq = c.root.sandboxRequest();
+  sreq.setName("preview");
+  auto sandbox = sreq.send().getSandbox();
+  auto files = sandbox.filesRequest().send().getFiles();
+  auto w = files.writeFileRequest();
+  w.setPath("/workspace/dev_server.py");
+  w.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(script.data()), script.size()));
+  w.send().wait(c.io.waitScope);
+  auto start = sandbox.startProcessRequest();
+  auto argv = start.initRequest().initCommand().initArgv(3);
+  argv.set(0, "python3");
+  argv.set(1, "/workspace/dev_server.py");
+  argv.set(2, "8000");
+  start.initOptions().setRestartOnWake(true);
+  auto process = start.send().getProcess();
+  auto ready = process.waitForPortRequest();
+  ready.setPort(8000);
+  ready.setHttp(true);
+  ready.setTimeoutMs(30000);
+  ready.send().wait(c.io.waitScope);
+  auto ex = sandbox.exposePortRequest();
+  ex.setPort(8000);
+  std::string url = ex.send().wait(c.io.waitScope).getPort().getUrl().cStr();
+  auto host = url.substr(7, url.find('/', 7) - 7);
+
+  auto inits = pids_with("warren-init --name preview ");
+  if (inits.empty()) broken("no init of the preview sandbox");
+  int netns = ::open(("/proc/" + std::to_string(inits[0]) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC);
+  kj::HttpHeaderTable table;
+  netns_address direct_addr(*c.io.lowLevelProvider, netns, 8000);
+  auto gateway_addr = c.io.provider->getNetwork().parseAddress("127.0.0.1", http_port).wait(c.io.waitScope);
+  auto direct = kj::newHttpClient(c.io.provider->getTimer(), table, direct_addr);
+  auto proxied = kj::newHttpClient(c.io.provider->getTimer(), table, *gateway_addr);
+
+  // Interleaved, so that both see the same machine.
+  std::vector<double> direct_ms, proxied_ms, direct_mbps, proxied_mbps;
+  for (int i = 0; i < 5; ++i) {  // Warm both connections.
+    http_get(c, *direct, table, "localhost", "/");
+    http_get(c, *proxied, table, host, "/");
+  }
+  for (int i = 0; i < n * 5; ++i) {
+    auto t = clock_type::now();
+    http_get(c, *direct, table, "localhost", "/");
+    direct_ms.push_back(ms_since(t));
+    t = clock_type::now();
+    http_get(c, *proxied, table, host, "/");
+    proxied_ms.push_back(ms_since(t));
+  }
+  const std::size_t big = 64 << 20;
+  auto path = "/bytes?n=" + std::to_string(big);
+  for (int i = 0; i < std::max(3, n / 20); ++i) {
+    auto t = clock_type::now();
+    if (http_get(c, *direct, table, "localhost", path) != big) broken("short body (direct)");
+    direct_mbps.push_back(big / 1048576.0 / (ms_since(t) / 1000));
+    t = clock_type::now();
+    if (http_get(c, *proxied, table, host, path) != big) broken("short body (preview)");
+    proxied_mbps.push_back(big / 1048576.0 / (ms_since(t) / 1000));
+  }
+  auto base_lat = summarize("baseline: GET / direct to the sandbox's port (keep-alive)", "ms", direct_ms);
+  rows.push_back(base_lat);
+  auto lat = against(summarize("preview: GET / through the preview URL (keep-alive)", "ms", proxied_ms), base_lat,
+                     "<= +0.5 ms p50");
+  rows.push_back(lat);
+  rows.push_back(reference_row("preview: added latency p50 (preview - direct)", "ms", lat.p50 - base_lat.p50));
+  auto base_tp = summarize("baseline: GET 64 MB direct to the sandbox's port", "MB/s", direct_mbps, true);
+  rows.push_back(base_tp);
+  rows.push_back(against(summarize("preview: GET 64 MB through the preview URL", "MB/s", proxied_mbps, true), base_tp,
+                         ">= 0.8x"));
+  direct = nullptr;
+  proxied = nullptr;
+  ::close(netns);
+
+  // First byte from a hibernated sandbox: wake, restart the server, wait for its port, proxy.
+  std::vector<double> cold_ms, host_ms;
+  auto host_script = scratch + "/dev_server.py";
+  std::ofstream(host_script) << script;
+  for (int i = 0; i < std::max(3, n / 20); ++i) {
+    sandbox.hibernateRequest().send().wait(c.io.waitScope);
+    auto fresh = kj::newHttpClient(c.io.provider->getTimer(), table, *gateway_addr);
+    auto t = clock_type::now();
+    http_get(c, *fresh, table, host, "/");
+    cold_ms.push_back(ms_since(t));
+    // The same server started cold on the host, until its first answer.
+    auto port = free_port();
+    t = clock_type::now();
+    auto pid = spawn({"/usr/bin/python3", host_script, std::to_string(port)});
+    auto addr = c.io.provider->getNetwork().parseAddress("127.0.0.1", port).wait(c.io.waitScope);
+    for (;;) {
+      try {
+        auto h = kj::newHttpClient(c.io.provider->getTimer(), table, *addr);
+        http_get(c, *h, table, "localhost", "/");
+        break;
+      } catch (const kj::Exception&) {
+        c.io.provider->getTimer().afterDelay(2 * kj::MILLISECONDS).wait(c.io.waitScope);
+      }
+    }
+    host_ms.push_back(ms_since(t));
+    ::kill(pid, SIGTERM);
+    wait_exit(pid);
+  }
+  auto base_cold = summarize("baseline: the same server started cold on the host, to its first answer", "ms", host_ms);
+  rows.push_back(base_cold);
+  rows.push_back(against(summarize("preview: first byte from a hibernated sandbox (wake, restart, proxy)", "ms", cold_ms),
+                         base_cold));
+}
+
 void bench_journal(int events, int replay_events, std::vector<row>& rows) {
   char tmpl[] = "/tmp/warren-bench-journal-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
@@ -606,7 +779,7 @@ int main(int argc, char** argv) {
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
       std::fprintf(stderr, "usage: warren_bench --warrend PATH [--quick] [--out FILE] "
-                           "[--only latency|files|burst|density|hibernation|jail|journal]\n");
+                           "[--only latency|files|burst|density|preview|hibernation|jail|journal]\n");
       return 2;
     }
   }
@@ -618,8 +791,9 @@ int main(int argc, char** argv) {
 
   std::vector<row> rows;
   auto started = clock_type::now();
+  auto http_port = free_port();
   {
-    daemon_under_test d(warrend);
+    daemon_under_test d(warrend, {"--http-listen", "127.0.0.1:" + std::to_string(http_port)});
     auto io = kj::setupAsyncIo();
     client c(io, d.socket);
     auto want = [&](const char* part) { return only.empty() || only == part; };
@@ -638,6 +812,10 @@ int main(int argc, char** argv) {
     if (want("density")) {
       std::fprintf(stderr, "warren_bench: density (N=%d) ...\n", density);
       bench_density(c, d, density, rows);
+    }
+    if (want("preview")) {
+      std::fprintf(stderr, "warren_bench: preview proxy ...\n");
+      bench_preview(c, http_port, d.dir, n, rows);
     }
     if (want("hibernation")) {
       std::fprintf(stderr, "warren_bench: hibernation ...\n");

@@ -235,6 +235,11 @@ TEST_CASE("preview: a request wakes a hibernated sandbox and restarts its proces
   CHECK(ps.find("dev              running") != std::string::npos);
   CHECK(ps.find("plain            lost") != std::string::npos);
   CHECK(ps.find("done             killed") != std::string::npos);
+  // Again, while the proxy still holds it from the last request: the request must not wait
+  // for a port of a sandbox that is asleep (it did, for the whole wake window).
+  REQUIRE(d.warren({"sleep", "app"}).code == 0);
+  auto quick = curl({"--max-time", "15", "-w", "\n%{http_code}", e.url});
+  CHECK(quick.out.find("greeting=" + secret) != std::string::npos);
   auto journal = d.warren({"journal", "app", "--json"}).out;
   CHECK(journal.find("\"restartOnWake\":true") != std::string::npos);
   CHECK(journal.find(secret) == std::string::npos);
