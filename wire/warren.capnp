@@ -160,7 +160,7 @@ interface Sandbox {
   # its output goes to ring buffers that clients read and follow with offsets. `request`:
   # command, env, cwd as for exec (session, stdin, collectOutput, timeoutMs are not for
   # background processes and are refused). Its start and end are journaled (start before
-  # the reply). Not yet: restart on wake (the background-processes issue goes on).
+  # the reply). With options.restartOnWake it starts again after a wake or a daemon restart.
 
   listProcesses @11 () -> (processes :List(ProcessInfo));
   # Its background processes from the journal (the last 100, running ones always), oldest
