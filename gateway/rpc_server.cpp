@@ -500,20 +500,31 @@ class sandbox_impl final : public wire::Sandbox::Server {
           return with_held_agent(ctx_, name_, id_, [context, history](wire::Agent::Client& agent) mutable {
             return agent.listProcessesRequest().send().then([context, history](auto res) mutable {
               auto live = res.getProcesses();
-              auto out = context.getResults().initProcesses(static_cast<unsigned>(history.size()));
-              for (unsigned i = 0; i < history.size(); ++i) {
+              // Each entry: the agent's live figures, or the journaled end (journaled as
+              // running but gone from the agent: its sandbox restarted, so lost).
+              std::vector<std::pair<std::size_t, kj::Maybe<wire::ProcessInfo::Reader>>> rows;
+              auto wanted = context.getParams().getStatuses();
+              for (std::size_t i = 0; i < history.size(); ++i) {
                 auto& h = history[i];
-                bool found = false;
+                kj::Maybe<wire::ProcessInfo::Reader> found;
                 for (auto l : live)
-                  if (h.process_id == l.getId().cStr() && h.status == 0) {
-                    out.setWithCaveats(i, l);
-                    found = true;
-                  }
-                if (found) continue;
-                auto o = out[i];
+                  if (h.process_id == l.getId().cStr() && h.status == 0) found = l;
+                auto status = to_wire_status(h.status == 0 ? 3 : h.status);
+                KJ_IF_MAYBE(l, found) { status = l->getStatus(); }
+                bool keep = wanted.size() == 0;
+                for (auto w : wanted) keep |= w == status;
+                if (keep) rows.emplace_back(i, found);
+              }
+              auto out = context.getResults().initProcesses(static_cast<unsigned>(rows.size()));
+              for (unsigned k = 0; k < rows.size(); ++k) {
+                KJ_IF_MAYBE(l, rows[k].second) {
+                  out.setWithCaveats(k, *l);
+                  continue;
+                }
+                auto& h = history[rows[k].first];
+                auto o = out[k];
                 o.setId(h.process_id);
                 set_texts(o.initCommand(static_cast<unsigned>(h.argv.size())), h.argv);
-                // Journaled as running but gone from the agent: its sandbox restarted.
                 o.setStatus(to_wire_status(h.status == 0 ? 3 : h.status));
                 o.setExitCode(h.exit_code);
                 o.setSignal(h.signal);

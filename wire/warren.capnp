@@ -13,6 +13,7 @@ using Files = import "files.capnp".Files;
 using ByteSink = import "files.capnp".ByteSink;
 using Process = import "process.capnp".Process;
 using ProcessInfo = import "process.capnp".ProcessInfo;
+using ProcessStatus = import "process.capnp".ProcessStatus;
 
 interface Login {
   # Bootstrap of the TCP listener: nothing is reachable before the bearer token is checked.
@@ -162,10 +163,11 @@ interface Sandbox {
   # background processes and are refused). Its start and end are journaled (start before
   # the reply). With options.restartOnWake it starts again after a wake or a daemon restart.
 
-  listProcesses @11 () -> (processes :List(ProcessInfo));
+  listProcesses @11 (statuses :List(ProcessStatus)) -> (processes :List(ProcessInfo));
   # Its background processes from the journal (the last 100, running ones always), oldest
   # first, with live figures for the running ones; a process that was running when the
-  # sandbox hibernated or the daemon restarted is `lost`.
+  # sandbox hibernated or the daemon restarted is `lost`. `statuses`: only processes in one of
+  # these states (empty: all).
 
   getProcess @12 (id :Text) -> (process :Process, info :ProcessInfo);
   # A process by id; not_found if unknown.

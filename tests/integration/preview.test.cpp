@@ -235,6 +235,13 @@ TEST_CASE("preview: a request wakes a hibernated sandbox and restarts its proces
   CHECK(ps.find("dev              running") != std::string::npos);
   CHECK(ps.find("plain            lost") != std::string::npos);
   CHECK(ps.find("done             killed") != std::string::npos);
+  auto running = d.warren({"ps", "app", "--status", "running"}).out;
+  CHECK(running.find("dev ") != std::string::npos);
+  CHECK(running.find("plain") == std::string::npos);
+  auto ended = d.warren({"ps", "app", "--status", "lost", "--status", "killed"}).out;
+  CHECK(ended.find("plain") != std::string::npos);
+  CHECK(ended.find("done") != std::string::npos);
+  CHECK(ended.find("dev ") == std::string::npos);
   // Again, while the proxy still holds it from the last request: the request must not wait
   // for a port of a sandbox that is asleep (it did, for the whole wake window).
   REQUIRE(d.warren({"sleep", "app"}).code == 0);

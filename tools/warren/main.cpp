@@ -74,7 +74,7 @@ commands:
         -- CMD [ARGS...]
         start a background process (a dev server ...); prints its id. --restart-on-wake:
         when the sandbox hibernates while it runs, start it again when the sandbox wakes
-  ps NAME
+  ps NAME [--status running|exited|killed|lost]...
         the sandbox's background processes: ID STATUS END PID COMMAND
   logs NAME ID [--follow]
         what a process printed (its ring buffer); --follow keeps streaming until it ends

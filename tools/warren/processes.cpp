@@ -136,8 +136,25 @@ int cmd_ports(connection& c, const options& o) {
 }
 
 int cmd_ps(connection& c, const options& o) {
-  if (o.rest.size() != 2) die("ps needs a sandbox name", exit_usage);
-  auto res = existing(c, o.rest[1]).listProcessesRequest().send().wait(c.io.waitScope);
+  std::vector<wire::ProcessStatus> statuses;
+  std::vector<std::string> pos;
+  for (std::size_t i = 1; i < o.rest.size(); ++i) {
+    if (o.rest[i] == "--status" && i + 1 < o.rest.size()) {
+      auto v = o.rest[++i];
+      if (v == "running") statuses.push_back(wire::ProcessStatus::RUNNING);
+      else if (v == "exited") statuses.push_back(wire::ProcessStatus::EXITED);
+      else if (v == "killed") statuses.push_back(wire::ProcessStatus::KILLED);
+      else if (v == "lost") statuses.push_back(wire::ProcessStatus::LOST);
+      else die("--status takes running, exited, killed or lost", exit_usage);
+    } else {
+      pos.push_back(o.rest[i]);
+    }
+  }
+  if (pos.size() != 1) die("ps needs a sandbox name: warren ps NAME [--status S]...", exit_usage);
+  auto req = existing(c, pos[0]).listProcessesRequest();
+  auto st = req.initStatuses(static_cast<unsigned>(statuses.size()));
+  for (unsigned i = 0; i < statuses.size(); ++i) st.set(i, statuses[i]);
+  auto res = req.send().wait(c.io.waitScope);
   if (!o.json) std::printf("%-16s %-8s %-8s %7s %s\n", "ID", "STATUS", "END", "PID", "COMMAND");
   else std::printf("[");
   bool first = true;
