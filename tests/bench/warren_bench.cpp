@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "actors/sandbox_logic.hpp"
+#include "free_port.hpp"
 #include "spawn.hpp"
 #include "storage/journal.hpp"
 #include "wire/events.hpp"
@@ -548,17 +549,6 @@ std::size_t http_get(client& c, kj::HttpClient& http, const kj::HttpHeaderTable&
   }
 }
 
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // Latency and throughput through a preview URL against the same server reached directly (a
 // socket in the sandbox's network namespace), and the first byte from a hibernated sandbox
@@ -649,7 +639,7 @@ void bench_preview(client& c, std::uint16_t http_port, const std::string& scratc
     http_get(c, *fresh, table, host, "/");
     cold_ms.push_back(ms_since(t));
     // The same server started cold on the host, until its first answer.
-    auto port = free_port();
+    auto port = free_loopback_port();
     t = clock_type::now();
     auto pid = spawn({"/usr/bin/python3", host_script, std::to_string(port)});
     auto addr = c.io.provider->getNetwork().parseAddress("127.0.0.1", port).wait(c.io.waitScope);
@@ -798,7 +788,7 @@ int main(int argc, char** argv) {
 
   std::vector<row> rows;
   auto started = clock_type::now();
-  auto http_port = free_port();
+  auto http_port = free_loopback_port();
   {
     daemon_under_test d(warrend, {"--http-listen", "127.0.0.1:" + std::to_string(http_port)});
     auto io = kj::setupAsyncIo();

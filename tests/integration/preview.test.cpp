@@ -10,6 +10,7 @@
 
 #include <fstream>
 
+#include "free_port.hpp"
 #include "integration/api.hpp"
 #include "wire/process.capnp.h"
 
@@ -86,17 +87,6 @@ class random_entropy final : public kj::EntropySource {
   void generate(kj::ArrayPtr<kj::byte> buffer) override { REQUIRE(::getrandom(buffer.begin(), buffer.size(), 0) == static_cast<ssize_t>(buffer.size())); }
 };
 
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 }  // namespace
 
@@ -208,7 +198,7 @@ TEST_CASE("preview: a dev server behind a preview URL: HTTP both ways, WebSocket
 }
 
 TEST_CASE("preview: a request wakes a hibernated sandbox and restarts its processes, and its links outlive a daemon restart", "[e2e][preview][hibernate]") {
-  auto http = std::to_string(free_port());
+  auto http = std::to_string(free_loopback_port());
   warrend_process d({"--http-listen", "127.0.0.1:" + http});
   const std::string secret = "greeting-value-7f3c91";
   {
