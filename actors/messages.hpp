@@ -83,7 +83,7 @@ typename Inspector::result_type inspect(Inspector& f, exec_ticket& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, process_update& x) {
   return f(caf::meta::type_name("process_update"), x.process_id, x.argv, x.cwd, x.env_names, x.status, x.exit_code,
-           x.signal, x.restart_on_wake);
+           x.signal, x.restart_on_wake, x.session, x.auto_cleanup);
 }
 
 template <class Inspector>

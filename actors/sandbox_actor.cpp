@@ -421,7 +421,8 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
         auto rp = self->make_response_promise<bool>();
         self->state.gate.run([=]() mutable {
           wire::event e = u.status == 0 ? wire::event{wire::process_started{u.process_id, u.argv, u.cwd, u.env_names,
-                                                                            u.restart_on_wake}}
+                                                                            u.restart_on_wake, u.session,
+                                                                            u.auto_cleanup}}
                                         : wire::event{wire::process_ended{u.process_id, u.status, u.exit_code, u.signal}};
           write(self, {std::move(e)}, [=](const error& err) mutable {
             if (err) return (void)rp.deliver(to_caf(err));
@@ -433,7 +434,8 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
       [=](wr_procs_atom) -> std::vector<process_update> {
         std::vector<process_update> out;
         for (auto& p : self->state.rec.processes)
-          out.push_back(process_update{p.process_id, p.argv, "", {}, p.status, p.exit_code, p.signal, p.restart_on_wake});
+          out.push_back(process_update{p.process_id, p.argv, "", {}, p.status, p.exit_code, p.signal, p.restart_on_wake, "",
+                                      p.auto_cleanup});
         return out;
       },
       [=](wr_ports_atom, std::uint8_t op, std::uint32_t port, std::string& label) -> caf::result<std::vector<exposed_port>> {

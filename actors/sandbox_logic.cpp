@@ -44,7 +44,7 @@ void apply(sandbox_record& rec, const wire::envelope& e) {
                    auto& ps = rec.processes;
                    ps.erase(std::remove_if(ps.begin(), ps.end(), [&](auto& p) { return p.process_id == x.process_id; }),
                             ps.end());
-                   ps.push_back(wire::process_entry{x.process_id, x.argv, 0, 0, 0, x.restart_on_wake});
+                   ps.push_back(wire::process_entry{x.process_id, x.argv, 0, 0, 0, x.restart_on_wake, x.auto_cleanup});
                    // The history is bounded: the oldest ended ones go first.
                    while (ps.size() > max_processes) {
                      auto ended = std::find_if(ps.begin(), ps.end(), [](auto& p) { return p.status != 0; });
@@ -52,12 +52,18 @@ void apply(sandbox_record& rec, const wire::envelope& e) {
                    }
                  },
                  [&](const wire::process_ended& x) {
-                   for (auto& p : rec.processes)
+                   auto& ps = rec.processes;
+                   for (auto& p : ps)
                      if (p.process_id == x.process_id && p.status == 0) {
                        p.status = x.status;
                        p.exit_code = x.exit_code;
                        p.signal = x.signal;
                      }
+                   // auto_cleanup: an ended process leaves the state (its events stay in the journal).
+                   ps.erase(std::remove_if(ps.begin(), ps.end(), [&](auto& p) {
+                              return p.process_id == x.process_id && p.status != 0 && p.auto_cleanup;
+                            }),
+                            ps.end());
                  },
                  [&](const wire::port_exposed& x) {
                    auto& ps = rec.ports;

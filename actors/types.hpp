@@ -102,6 +102,8 @@ struct process_update {
   std::int32_t exit_code = 0;
   std::int32_t signal = 0;
   bool restart_on_wake = false;  ///< Started again when its sandbox wakes.
+  std::string session;           ///< Shell session it runs in (empty: none).
+  bool auto_cleanup = false;     ///< Forgotten once it ended.
 };
 
 /// A port reachable through a preview URL. The token is the URL's secret part.

@@ -311,6 +311,8 @@ kj::Promise<void> restart_processes(rpc_context& ctx, std::string name, std::uin
           for (auto a : s.getInfo().getCommand()) u.argv.push_back(a.cStr());
           u.cwd = s.getCwd().cStr();
           u.restart_on_wake = true;
+          u.auto_cleanup = s.getAutoCleanup();
+          u.session = s.getSession().cStr();
           spdlog::info("event=process_restarted sandbox={} process={}", name, u.process_id);
           started.add(ctx.calls.call<bool>([&ctx, name, id, u](auto cb) { ctx.core.process_event(name, id, u, std::move(cb)); })
                           .ignoreResult());
@@ -443,8 +445,7 @@ class sandbox_impl final : public wire::Sandbox::Server {
       for (auto a : command.getArgv()) req.argv.push_back(str(a));
     for (auto e : r.getEnv()) req.env.emplace_back(str(e.getName()), str(e.getValue()));
     req.cwd = str(r.getCwd());
-    if (r.hasSession() && r.getSession().size() > 0)
-      return to_kj(make_error(errc::invalid_argument, "background processes do not run in sessions (yet)"));
+    req.session = str(r.getSession());
     if (r.getStdin().size() > 0 || r.getStdinStream() || r.getCollectOutput() || r.getTimeoutMs())
       return to_kj(make_error(errc::invalid_argument,
                               "stdin, collectOutput and timeoutMs are for exec; a background process is read with "
@@ -459,8 +460,11 @@ class sandbox_impl final : public wire::Sandbox::Server {
     auto id = str(options.getId());
     auto ring = options.getLogBytes();
     bool restart = options.getRestartOnWake();
+    bool cleanup = options.getAutoCleanup();
     auto cwd = req.cwd.empty() ? std::string("/workspace") : req.cwd;
-    return with_held_agent(ctx_, name_, id_, [this, context, req, env, cwd, id, ring, restart](wire::Agent::Client& agent) mutable {
+    bool shell = command.isShell();
+    return with_held_agent(ctx_, name_, id_, [this, context, req, env, cwd, id, ring, restart, cleanup,
+                                              shell](wire::Agent::Client& agent) mutable {
       auto call = agent.startProcessRequest();
       call.setId(id);
       set_texts(call.initArgv(static_cast<unsigned>(req.argv.size())), req.argv);
@@ -468,18 +472,29 @@ class sandbox_impl final : public wire::Sandbox::Server {
       call.setCwd(cwd);
       call.setRingBytes(ring);
       call.setRestartOnWake(restart);
+      call.setAutoCleanup(cleanup);
+      if (!req.session.empty()) {
+        // The session's directory and environment apply unless the request set its own.
+        call.setSession(req.session);
+        call.setShell(shell);
+        call.setCwdGiven(!req.cwd.empty());
+        auto names = call.initCallEnv(static_cast<unsigned>(req.env.size()));
+        for (unsigned i = 0; i < req.env.size(); ++i) names.set(i, req.env[i].first);
+      }
       auto journaled = kj::newPromiseAndFulfiller<void>();
       call.setEvents(kj::heap<process_events>(ctx_, name_, id_, kj::mv(journaled.promise)));
       auto fulfiller = kj::mv(journaled.fulfiller);
-      return call.send().then([this, context, req, cwd, restart, fulfiller = kj::mv(fulfiller)](
+      return call.send().then([this, context, req, cwd, restart, cleanup, fulfiller = kj::mv(fulfiller)](
                                   capnp::Response<wire::Agent::StartProcessResults> res) mutable {
         // Journaled before the client hears of it.
         actors::process_update u;
         u.process_id = res.getInfo().getId().cStr();
         u.argv = req.argv;
-        u.cwd = cwd;
+        u.cwd = res.getCwd().size() ? res.getCwd().cStr() : cwd;  // A session's own directory, if it applied.
         for (auto& kv : req.env) u.env_names.push_back(kv.first);
         u.restart_on_wake = restart;
+        u.auto_cleanup = cleanup;
+        u.session = req.session;
         auto started = ctx_.calls.call<bool>([this, u](auto cb) { ctx_.core.process_event(name_, id_, u, std::move(cb)); });
         return started.then([context, res = kj::mv(res), fulfiller = kj::mv(fulfiller)](bool) mutable {
           fulfiller->fulfill();
@@ -509,6 +524,8 @@ class sandbox_impl final : public wire::Sandbox::Server {
                 kj::Maybe<wire::ProcessInfo::Reader> found;
                 for (auto l : live)
                   if (h.process_id == l.getId().cStr() && h.status == 0) found = l;
+                // auto_cleanup: gone from the agent means ended (its end is being journaled).
+                if (h.auto_cleanup && found == nullptr) continue;
                 auto status = to_wire_status(h.status == 0 ? 3 : h.status);
                 KJ_IF_MAYBE(l, found) { status = l->getStatus(); }
                 bool keep = wanted.size() == 0;

@@ -41,14 +41,20 @@ interface Agent {
   deleteSession @5 (name :Text) -> (existed :Bool);
 
   startProcess @6 (id :Text, argv :List(Text), env :List(Text), cwd :Text, ringBytes :UInt32,
-                   events :ProcessEvents, restartOnWake :Bool)
-              -> (process :Process, info :ProcessInfo);
+                   events :ProcessEvents, restartOnWake :Bool, session :Text, shell :Bool,
+                   callEnv :List(Text), cwdGiven :Bool, autoCleanup :Bool)
+              -> (process :Process, info :ProcessInfo, cwd :Text);
   # A background process (wire/process.capnp): complete env, cwd as given; fails with
   # "code: message" (invalid_argument, already_exists for a running id, not_found).
   # restartOnWake: its ProcessSpec is kept in /var/lib/warren/processes/ID.spec until it
   # exits or is killed through Process.kill / killAllProcesses; a process that was still
   # running when the sandbox stopped (hibernation, a restart) starts again through
   # restartProcesses.
+  # session, shell, callEnv, cwdGiven: as for exec, but the process only reads the session's
+  # state (a shell line sees its variables, functions and directory; nothing is saved back)
+  # and does not wait for the session's execs. `cwd` in the results: where it runs.
+  # autoCleanup: once it ended and ProcessEvents.ended returned, the agent forgets it (its
+  # buffers are freed; getProcess says not_found; capabilities already handed out still work).
   listProcesses @7 () -> (processes :List(ProcessInfo));
   getProcess @8 (id :Text) -> (process :Process, info :ProcessInfo);
   # not_found for an unknown id.
@@ -62,6 +68,8 @@ struct RestartedProcess {
   info @0 :ProcessInfo;
   cwd @1 :Text;
   envNames @2 :List(Text);
+  autoCleanup @3 :Bool;
+  session @4 :Text;
 }
 
 struct ProcessSpec {
@@ -72,6 +80,9 @@ struct ProcessSpec {
   env @2 :List(Text);
   cwd @3 :Text;
   ringBytes @4 :UInt32;
+  autoCleanup @5 :Bool;
+  command @6 :List(Text);   # What the client asked for (argv may be a session's wrapper).
+  session @7 :Text;
 }
 
 interface ProcessEvents {

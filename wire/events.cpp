@@ -99,6 +99,8 @@ std::string encode_envelope(const envelope& e) {
           b.setCwd(x.cwd);
           set_texts(b.initEnvNames(x.env_names.size()), x.env_names);
           b.setRestartOnWake(x.restart_on_wake);
+          b.setSession(x.session);
+          b.setAutoCleanup(x.auto_cleanup);
         } else if constexpr (std::is_same_v<T, process_ended>) {
           auto b = ev.initProcessEnded();
           b.setProcessId(x.process_id);
@@ -183,7 +185,7 @@ decoded decode_envelope(std::string_view bytes) {
       case j::Envelope::Event::PROCESS_STARTED: {
         auto r = ev.getProcessStarted();
         e.body = process_started{str(r.getProcessId()), get_texts(r.getArgv()), str(r.getCwd()), get_texts(r.getEnvNames()),
-                                 r.getRestartOnWake()};
+                                 r.getRestartOnWake(), str(r.getSession()), r.getAutoCleanup()};
         break;
       }
       case j::Envelope::Event::PROCESS_ENDED: {
@@ -280,7 +282,8 @@ std::string event_json(const event& e) {
         } else if constexpr (std::is_same_v<T, process_started>) {
           f += ",\"processId\":" + json_quote(x.process_id) + ",\"argv\":" + json_list(x.argv) +
                ",\"cwd\":" + json_quote(x.cwd) + ",\"envNames\":" + json_list(x.env_names) +
-               ",\"restartOnWake\":" + (x.restart_on_wake ? "true" : "false");
+               ",\"restartOnWake\":" + (x.restart_on_wake ? "true" : "false") + ",\"session\":" + json_quote(x.session) +
+               ",\"autoCleanup\":" + (x.auto_cleanup ? "true" : "false");
         } else if constexpr (std::is_same_v<T, process_ended>) {
           f += ",\"processId\":" + json_quote(x.process_id) + ",\"status\":" + std::to_string(x.status) +
                ",\"exitCode\":" + std::to_string(x.exit_code) + ",\"signal\":" + std::to_string(x.signal);
@@ -323,7 +326,11 @@ std::string event_summary(const event& e) {
         } else if constexpr (std::is_same_v<T, sandbox_woke>) {
           return "woke";
         } else if constexpr (std::is_same_v<T, process_started>) {
-          return "process " + x.process_id + " started: " + shell_words(x.argv);
+          std::string how;
+          if (!x.session.empty()) how = "session " + x.session;
+          if (x.restart_on_wake) how += (how.empty() ? "" : ", ") + std::string("restart on wake");
+          if (x.auto_cleanup) how += (how.empty() ? "" : ", ") + std::string("auto cleanup");
+          return "process " + x.process_id + " started: " + shell_words(x.argv) + (how.empty() ? "" : " (" + how + ")");
         } else if constexpr (std::is_same_v<T, process_ended>) {
           return "process " + x.process_id + (x.status == 1   ? " exited " + std::to_string(x.exit_code)
                                               : x.status == 2 ? " killed by signal " + std::to_string(x.signal)

@@ -87,6 +87,8 @@ struct process_started {
   std::string cwd;
   std::vector<std::string> env_names;  ///< Names only: values may be secrets.
   bool restart_on_wake = false;  ///< Started again when its sandbox wakes (schema v6).
+  std::string session;           ///< Shell session it runs in (schema v7; empty: none).
+  bool auto_cleanup = false;     ///< Forgotten by the sandbox's state once it ended (schema v7).
   bool operator==(const process_started&) const = default;
 };
 

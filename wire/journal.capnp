@@ -44,6 +44,8 @@ struct ProcessStarted {
   cwd @2 :Text;
   envNames @3 :List(Text);  # Names only, never values.
   restartOnWake @4 :Bool;   # v6: started again when the sandbox wakes.
+  session @5 :Text;         # v7: the shell session it runs in (empty: none).
+  autoCleanup @6 :Bool;     # v7: its record goes from the sandbox's state when it ends.
 }
 
 struct ProcessEnded {
@@ -153,6 +155,7 @@ struct SandboxSnapshot {
     exitCode @3 :Int32;
     signal @4 :Int32;
     restartOnWake @5 :Bool;  # v6.
+    autoCleanup @6 :Bool;    # v7.
   }
 }
 

@@ -51,6 +51,7 @@ std::string encode_snapshot(const sandbox_snapshot& s) {
     o.setExitCode(p.exit_code);
     o.setSignal(p.signal);
     o.setRestartOnWake(p.restart_on_wake);
+    o.setAutoCleanup(p.auto_cleanup);
   }
   auto ports = b.initPorts(static_cast<unsigned>(s.ports.size()));
   for (unsigned i = 0; i < s.ports.size(); ++i) {
@@ -103,7 +104,8 @@ std::optional<sandbox_snapshot> decode_sandbox_snapshot(std::string_view bytes) 
     s.cpu_millis = r.getCpuMillis();
     s.disk_bytes = r.getDiskBytes();
     for (auto p : r.getProcesses()) {
-      process_entry e{str(p.getProcessId()), {}, p.getStatus(), p.getExitCode(), p.getSignal(), p.getRestartOnWake()};
+      process_entry e{str(p.getProcessId()), {}, p.getStatus(), p.getExitCode(), p.getSignal(), p.getRestartOnWake(),
+                      p.getAutoCleanup()};
       for (auto a : p.getArgv()) e.argv.push_back(str(a));
       s.processes.push_back(std::move(e));
     }

@@ -21,6 +21,7 @@ struct process_entry {
   std::int32_t exit_code = 0;
   std::int32_t signal = 0;
   bool restart_on_wake = false;  ///< Schema v6.
+  bool auto_cleanup = false;     ///< Schema v7.
   bool operator==(const process_entry&) const = default;
 };
 

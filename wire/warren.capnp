@@ -159,9 +159,12 @@ interface Sandbox {
   startProcess @10 (request :ExecRequest, options :ProcessOptions) -> (process :Process, info :ProcessInfo);
   # Starts a background process (wire/process.capnp): it runs until it ends or is killed,
   # its output goes to ring buffers that clients read and follow with offsets. `request`:
-  # command, env, cwd as for exec (session, stdin, collectOutput, timeoutMs are not for
-  # background processes and are refused). Its start and end are journaled (start before
-  # the reply). With options.restartOnWake it starts again after a wake or a daemon restart.
+  # command, env, cwd and session as for exec (stdin, collectOutput, timeoutMs are not for
+  # background processes and are refused). In a session it starts with the session's state
+  # (environment and directory; a shell line also its variables and functions) but never
+  # changes it, and it does not wait for the session's execs. Its start and end are
+  # journaled (start before the reply). With options.restartOnWake it starts again after a
+  # wake or a daemon restart; with options.autoCleanup it is forgotten once it ended.
 
   listProcesses @11 (statuses :List(ProcessStatus)) -> (processes :List(ProcessInfo));
   # Its background processes from the journal (the last 100, running ones always), oldest
@@ -170,7 +173,8 @@ interface Sandbox {
   # these states (empty: all).
 
   getProcess @12 (id :Text) -> (process :Process, info :ProcessInfo);
-  # A process by id; not_found if unknown.
+  # A process by id; not_found if unknown or forgotten (autoCleanup, or ended before the
+  # last 64 ended ones: the sandbox keeps their output, the journal lists more).
 
   killAllProcesses @13 (signal :Int32) -> (count :UInt32);
   # Signal 0: kills every running process's tree. Returns how many were running.
@@ -203,11 +207,16 @@ struct ExposedPort {
 
 struct ProcessOptions {
   id @0 :Text;          # 1-64 of letters, digits, '-', '_', '.'; default p1, p2, ...
-  logBytes @1 :UInt32;  # Ring buffer per output stream; 0: 1 MiB; at most 64 MiB.
+  logBytes @1 :UInt32;  # Ring buffer per output stream; 0: 1 MiB; at most 64 MiB. It grows
+                        # with the output (a quiet process costs next to nothing).
   restartOnWake @2 :Bool;
   # When the sandbox hibernated (or the daemon restarted) while it ran, start it again, with
   # the same id, command, env and cwd, when the sandbox wakes. Its env is kept inside the
   # sandbox (/var/lib/warren/processes), never in the journal.
+  autoCleanup @3 :Bool;
+  # Once it ended (and its end is journaled), it leaves listProcesses and getProcess, and the
+  # sandbox frees its output buffers; clients that hold its Process still read its logs and
+  # end. The journal keeps its start and end. Default: it stays listed (the last 100 ended).
 }
 
 struct SessionInfo {

@@ -132,6 +132,27 @@ TEST_CASE("processes: history bounded, ends recorded, running ones lost on recov
   CHECK(back.processes == rec.processes);
 }
 
+TEST_CASE("processes with auto_cleanup leave the state when they end, lost ones too", "[replay][processes]") {
+  sandbox_record rec;
+  std::uint64_t seq = 0;
+  auto put = [&](wire::event e) { apply(rec, wire::envelope{++seq, seq, false, std::move(e)}); };
+  put(wire::process_started{"build", {"make"}, "/workspace", {}, false, "ci", true});
+  put(wire::process_started{"web", {"npm", "start"}, "/workspace", {}, false, "", true});
+  put(wire::process_started{"keep", {"true"}, "/workspace", {}});
+  REQUIRE(rec.processes.size() == 3);
+  CHECK(rec.processes[0].auto_cleanup);
+  // A snapshot taken while they run keeps the flag, so their end still removes them.
+  rec = from_snapshot(to_snapshot(rec));
+  put(wire::process_ended{"build", 1, 0, 0});
+  put(wire::process_ended{"keep", 1, 0, 0});
+  REQUIRE(rec.processes.size() == 2);
+  CHECK(rec.processes[0].process_id == "web");
+  CHECK(rec.processes[1].process_id == "keep");
+  for (auto& e : decide_recovery(rec)) put(e);  // web is lost: gone as well.
+  REQUIRE(rec.processes.size() == 1);
+  CHECK(rec.processes[0].process_id == "keep");
+}
+
 TEST_CASE("exposed ports: replace by port, revoke, snapshot, validation", "[replay][ports]") {
   sandbox_record rec;
   rec.name = "demo";

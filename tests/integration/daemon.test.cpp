@@ -407,6 +407,60 @@ TEST_CASE("background processes: start, list, logs replayed from a ring buffer, 
   CHECK(d.warren({"logs", "bg", "nope"}).err.find("no process nope") != std::string::npos);
 }
 
+TEST_CASE("background processes in a session read its state without changing it, auto_cleanup forgets ended ones", "[e2e][processes]") {
+  warrend_process d;
+  REQUIRE(d.warren({"exec", "ss", "--session", "work", "--shell", "--",
+                    "mkdir -p /workspace/app && cd /workspace/app && export MODE=dev && v=local && f() { echo \"f:$1\"; }"})
+              .code == 0);
+  // A shell line gets the session's variables, functions and directory; what it changes
+  // stays its own.
+  REQUIRE(d.warren({"start", "ss", "--session", "work", "--shell", "--id", "sh", "--",
+                    "echo \"$MODE $v $(pwd) $(f x)\"; cd /; export MODE=changed; v=other"})
+              .code == 0);
+  CHECK(d.warren({"logs", "ss", "sh", "--follow"}).out == "dev local /workspace/app f:x\n");
+  CHECK(d.warren({"exec", "ss", "--session", "work", "--shell", "--", "echo $MODE $v $(pwd)"}).out ==
+        "dev local /workspace/app\n");
+  // A program gets the session's environment and directory; --env and --cwd win for it alone.
+  REQUIRE(d.warren({"start", "ss", "--session", "work", "--id", "argv", "--", "sh", "-c", "echo $MODE; pwd"}).code == 0);
+  CHECK(d.warren({"logs", "ss", "argv", "--follow"}).out == "dev\n/workspace/app\n");
+  REQUIRE(d.warren({"start", "ss", "--session", "work", "--env", "MODE=mine", "--cwd", "/tmp", "--id", "own", "--shell",
+                    "--", "echo $MODE $v $(pwd)"})
+              .code == 0);
+  CHECK(d.warren({"logs", "ss", "own", "--follow"}).out == "mine local /tmp\n");
+  // It does not hold the session: execs of the session go on while it runs.
+  REQUIRE(d.warren({"start", "ss", "--session", "work", "--id", "long", "--", "sleep", "6161"}).code == 0);
+  CHECK(d.warren({"exec", "ss", "--session", "work", "--shell", "--", "echo $MODE"}).out == "dev\n");
+  CHECK(d.warren({"start", "ss", "--session", "Bad Name", "--", "true"}).err.find("session") != std::string::npos);
+  auto journal = d.warren({"journal", "ss"}).out;
+  CHECK(journal.find("process argv started: sh -c \"echo $MODE; pwd\" (session work)") != std::string::npos);
+
+  // auto_cleanup: listed while it runs, forgotten once it ended (the journal keeps both).
+  REQUIRE(d.warren({"start", "ss", "--auto-cleanup", "--id", "tmp", "--", "sleep", "6262"}).code == 0);
+  CHECK(d.warren({"ps", "ss"}).out.find("tmp") != std::string::npos);
+  REQUIRE(d.warren({"kill", "ss", "tmp"}).code == 0);
+  CHECK(eventually([&] { return d.warren({"ps", "ss"}).out.find("tmp") == std::string::npos; }));
+  CHECK(d.warren({"logs", "ss", "tmp"}).err.find("no process tmp") != std::string::npos);
+  REQUIRE(d.warren({"start", "ss", "--auto-cleanup", "--id", "once", "--", "true"}).code == 0);
+  CHECK(eventually([&] { return d.warren({"ps", "ss"}).out.find("once") == std::string::npos; }));
+  journal = d.warren({"journal", "ss"}).out;
+  CHECK(journal.find("process tmp started: sleep 6262 (auto cleanup)") != std::string::npos);
+  CHECK(journal.find("process once exited 0") != std::string::npos);
+  // One that was running when the sandbox hibernated is forgotten too (not listed as lost).
+  REQUIRE(d.warren({"start", "ss", "--auto-cleanup", "--id", "nap", "--", "sleep", "6363"}).code == 0);
+  REQUIRE(d.warren({"sleep", "ss"}).code == 0);
+  auto ps = d.warren({"ps", "ss"}).out;
+  INFO(ps);
+  CHECK(ps.find("nap") == std::string::npos);
+  CHECK(ps.find("long") != std::string::npos);  // Lost, without auto_cleanup: still listed.
+  CHECK(ps.find("argv") != std::string::npos);
+
+  // The sandbox keeps the output of the last 64 ended processes; the journal lists more.
+  for (int i = 0; i < 70; ++i) REQUIRE(d.warren({"start", "ss", "--id", "q" + std::to_string(i), "--", "true"}).code == 0);
+  CHECK(eventually([&] { return d.warren({"logs", "ss", "q0"}).err.find("no process q0") != std::string::npos; }));
+  CHECK(d.warren({"logs", "ss", "q69"}).code == 0);
+  CHECK(d.warren({"ps", "ss"}).out.find("q0 ") != std::string::npos);
+}
+
 TEST_CASE("background processes are journaled: the history survives hibernation, running ones become lost", "[e2e][processes]") {
   warrend_process d;
   REQUIRE(d.warren({"start", "hist", "--id", "web", "--", "sleep", "5151"}).code == 0);

@@ -80,6 +80,13 @@ std::vector<envelope> golden_v6() {
   return all;
 }
 
+// Schema v7 added the session and auto_cleanup of background processes.
+std::vector<envelope> golden_v7() {
+  auto all = golden_v6();
+  all.push_back({19, 1764400001800, false, process_started{"lint", {"/bin/bash", "-c", "npm run lint"}, "", {"CI"}, false, "build", true}});
+  return all;
+}
+
 void check_golden(const std::string& file, const std::vector<envelope>& expected) {
   std::ifstream in(std::string(WARREN_FIXTURES_DIR) + "/" + file);
   REQUIRE(in);
@@ -99,7 +106,7 @@ void check_golden(const std::string& file, const std::vector<envelope>& expected
 }  // namespace
 
 TEST_CASE("every event kind survives encode and decode", "[codec]") {
-  for (auto& e : golden_v6()) {
+  for (auto& e : golden_v7()) {
     auto d = decode_envelope(encode_envelope(e));
     INFO(event_kind(e.body));
     REQUIRE(d.error.empty());
@@ -115,10 +122,11 @@ TEST_CASE("the golden journals of every schema version still decode to the same 
   check_golden("journal-v4.hex", golden_v4());
   check_golden("journal-v5.hex", golden_v5());
   check_golden("journal-v6.hex", golden_v6());
+  check_golden("journal-v7.hex", golden_v7());
 }
 
 TEST_CASE("every event kind has a JSON form and a summary for the journal tools", "[codec]") {
-  for (auto& e : golden_v6()) {
+  for (auto& e : golden_v7()) {
     auto json = event_json(e.body);
     CHECK(json.front() == '{');
     CHECK(json.back() == '}');
@@ -145,10 +153,10 @@ TEST_CASE("corrupt journal bytes are reported, not thrown", "[codec]") {
 
 // Regenerates the fixture (only for a new schema version): build/bin/warren_unit_tests "[.golden]"
 TEST_CASE("write the newest golden journal", "[.golden]") {
-  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v6.hex");
-  out << "# Journal events of schema v6, one encoded envelope per line (hex). Never edit: add a\n"
+  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v7.hex");
+  out << "# Journal events of schema v7, one encoded envelope per line (hex). Never edit: add a\n"
          "# new file for a new schema version; every file must keep decoding.\n";
-  for (auto& e : golden_v6()) out << hex(encode_envelope(e)) << "\n";
+  for (auto& e : golden_v7()) out << hex(encode_envelope(e)) << "\n";
   REQUIRE(out.good());
 }
 
@@ -166,7 +174,7 @@ TEST_CASE("snapshots round-trip and an unknown version or garbage is no snapshot
   s.pids_max = 512;
   s.cpu_millis = 1500;
   s.disk_bytes = 20ull << 30;
-  s.processes = {{"web", {"npm", "start"}, 0, 0, 0, true}, {"job", {"make"}, 1, 2, 0, false}};
+  s.processes = {{"web", {"npm", "start"}, 0, 0, 0, true, true}, {"job", {"make"}, 1, 2, 0, false}};
   s.ports = {{3000, "app", "abc"}, {8080, "", "def"}};
   auto back = decode_sandbox_snapshot(encode_snapshot(s));
   REQUIRE(back);

@@ -274,9 +274,24 @@ class agent_impl final : public wire::Agent::Server {
     spec.ring_bytes = p.getRingBytes();
     if (p.hasEvents()) spec.events = p.getEvents();
     spec.restart_on_wake = p.getRestartOnWake();
+    spec.auto_cleanup = p.getAutoCleanup();
     KJ_REQUIRE(!spec.argv.empty() && !spec.argv[0].empty(), "empty argv");
+    spec.command = spec.argv;  // What the client asked for, whatever runs it.
+    auto session = str(p.getSession());
+    spec.session = session;
+    if (!session.empty()) {
+      std::vector<std::string> call_env;
+      for (auto n : p.getCallEnv()) call_env.push_back(str(n));
+      try {
+        apply_session(session, p.getShell(), call_env, p.getCwdGiven(), spec.argv, spec.env, spec.cwd, false);
+      } catch (const init_error& e) {
+        kj::throwFatalException(kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__,
+                                              kj::str("internal: session ", session.c_str(), ": ", e.what())));
+      }
+    }
     if (exec_cgroups_ >= 0) sweep_cgroups();
     auto res = context.getResults();
+    res.setCwd(spec.cwd);
     res.setProcess(processes_.start(kj::mv(spec), res.initInfo()));
     return kj::READY_NOW;
   }

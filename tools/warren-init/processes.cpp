@@ -44,22 +44,26 @@ std::uint64_t now_ms() {
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
 }
 
-// The last `capacity` bytes of a stream, addressed by absolute offset.
+// The last `capacity` bytes of a stream, addressed by absolute offset. The buffer grows with
+// the output (a quiet process costs nothing; a full 64 MiB ring only when it printed that).
 struct ring {
-  std::vector<char> buf;
+  std::vector<char> buf;  // Byte o lives at o % capacity (all of [0, end) fit until it wraps).
+  std::size_t capacity;
   std::uint64_t end = 0;  // Bytes written in all.
 
-  explicit ring(std::size_t capacity) : buf(capacity) {}
-  std::uint64_t start() const { return end > buf.size() ? end - buf.size() : 0; }
+  explicit ring(std::size_t cap) : capacity(cap) {}
+  std::uint64_t start() const { return end > capacity ? end - capacity : 0; }
   void append(const char* p, std::size_t n) {
-    if (n >= buf.size()) {  // Only the tail fits.
-      p += n - buf.size();
-      end += n - buf.size();
-      n = buf.size();
+    if (n >= capacity) {  // Only the tail fits.
+      p += n - capacity;
+      end += n - capacity;
+      n = capacity;
     }
+    auto needed = static_cast<std::size_t>(std::min<std::uint64_t>(capacity, end + n));
+    if (buf.size() < needed) buf.resize(std::min(capacity, std::max(needed, buf.size() * 2)));
     for (std::size_t i = 0; i < n;) {
-      auto at = static_cast<std::size_t>(end % buf.size());
-      auto k = std::min(n - i, buf.size() - at);
+      auto at = static_cast<std::size_t>(end % capacity);
+      auto k = std::min(n - i, capacity - at);
       std::copy(p + i, p + i + k, buf.begin() + static_cast<std::ptrdiff_t>(at));
       i += k;
       end += k;
@@ -71,8 +75,8 @@ struct ring {
     auto to = std::min<std::uint64_t>(end, from + max);
     out.reserve(static_cast<std::size_t>(to - from));
     for (auto o = from; o < to;) {
-      auto at = static_cast<std::size_t>(o % buf.size());
-      auto k = std::min<std::uint64_t>(to - o, buf.size() - at);
+      auto at = static_cast<std::size_t>(o % capacity);
+      auto k = std::min<std::uint64_t>(to - o, capacity - at);
       out.append(buf.data() + at, static_cast<std::size_t>(k));
       o += k;
     }
@@ -97,6 +101,10 @@ void save_spec(const process_spec& spec, const std::string& id) {
   for (unsigned i = 0; i < spec.env.size(); ++i) env.set(i, spec.env[i]);
   b.setCwd(spec.cwd);
   b.setRingBytes(spec.ring_bytes);
+  b.setAutoCleanup(spec.auto_cleanup);
+  b.setSession(spec.session);
+  auto command = b.initCommand(static_cast<unsigned>(spec.command.size()));
+  for (unsigned i = 0; i < spec.command.size(); ++i) command.set(i, spec.command[i]);
   auto tmp = spec_path(id) + ".tmp";
   unique_fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (fd.get() < 0) throw_code("internal", "cannot save the process's spec: " + std::string(std::strerror(errno)));
@@ -118,7 +126,11 @@ struct bg_process : kj::Refcounted {
   std::string cgroup_name;
   bool running = true, killed = false;
   bool restart_on_wake = false;  // Its spec stays until it exits or a client ends it.
+  bool auto_cleanup = false;     // Forgotten by the table once its end was reported.
+  bool reported = false;         // Its end reached the daemon (or there is no one to tell).
+  std::string session;           // Shell session it reads (kept for restarts).
   bool ended_by_client = false;
+  process_table* table = nullptr;  // Null once the table is gone.
   int status = 0;
   std::uint64_t started_ms = now_ms(), ended_ms = 0;
   bool drained = false;  // Both pipes reached EOF after the end.
@@ -201,7 +213,7 @@ kj::Promise<void> pump(kj::AsyncInputStream& in, int fd, bg_process& p) {
 }
 
 void fill_chunk(wire::LogChunk::Builder b, const ring& r) {
-  auto data = r.read(r.start(), r.buf.size());
+  auto data = r.read(r.start(), r.capacity);
   b.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
   b.setStartOffset(r.start());
   b.setEndOffset(r.end);
@@ -396,7 +408,7 @@ class process_impl final : public wire::Process::Server {
       // Search a little before `from` so that a pattern split across chunks is found.
       auto back = std::min<std::uint64_t>(from[i] - r.start(), pattern.size() - 1);
       auto base = from[i] - back;
-      auto text = r.read(base, r.buf.size());
+      auto text = r.read(base, r.capacity);
       auto hit = text.find(pattern);
       if (hit != std::string::npos) {
         auto line_start = text.rfind('\n', hit);
@@ -435,7 +447,30 @@ bool valid_id(const std::string& id) {
 process_table::process_table(kj::AsyncIoContext& io, int exec_cgroups, std::vector<std::string>& cgroups_to_remove)
     : io_(io), exec_cgroups_(exec_cgroups), cgroups_to_remove_(cgroups_to_remove) {}
 
-process_table::~process_table() = default;
+process_table::~process_table() {
+  for (auto& [id, p] : procs_) p->table = nullptr;
+  for (auto& p : retired_) p->table = nullptr;
+}
+
+void process_table::ended(bg_process& p) {
+  auto forget = [this](std::map<std::string, kj::Own<bg_process>>::iterator it) {
+    it->second->table = nullptr;
+    retired_.push_back(kj::mv(it->second));
+    procs_.erase(it);
+  };
+  auto it = procs_.find(p.id);
+  if (p.auto_cleanup && it != procs_.end() && it->second.get() == &p) forget(it);
+  std::size_t ended = 0;
+  for (auto& [id, q] : procs_) ended += q->reported;
+  while (ended-- > max_ended) {
+    auto oldest = procs_.end();
+    for (auto i = procs_.begin(); i != procs_.end(); ++i)
+      if (i->second->reported && (oldest == procs_.end() || i->second->ended_ms < oldest->second->ended_ms)) oldest = i;
+    forget(oldest);
+  }
+  if (!retired_.empty())
+    tasks_.add(kj::evalLater([this]() { retired_.clear(); }));
+}
 
 wire::Process::Client process_table::start(process_spec spec, wire::ProcessInfo::Builder info) {
   auto id = spec.id.empty() ? "p" + std::to_string(++ids_) : spec.id;
@@ -456,7 +491,9 @@ wire::Process::Client process_table::start(process_spec spec, wire::ProcessInfo:
   auto p = kj::refcounted<bg_process>(ring_bytes);
   p->id = id;
   p->restart_on_wake = spec.restart_on_wake;
-  p->command = spec.argv;
+  p->auto_cleanup = spec.auto_cleanup;
+  p->table = this;
+  p->command = spec.command.empty() ? spec.argv : spec.command;
   p->cgroups_to_remove = &cgroups_to_remove_;
   if (exec_cgroups_ >= 0) {
     p->cgroup_name = "p-" + id + "-" + std::to_string(++counter_);
@@ -506,7 +543,16 @@ wire::Process::Client process_table::start(process_spec spec, wire::ProcessInfo:
       auto req = events->endedRequest();
       req.setId(raw->id);
       raw->fill(req.initInfo());
-      raw->told = req.send().ignoreResult().eagerlyEvaluate([](kj::Exception&&) {});
+      raw->told = req.send()
+                      .ignoreResult()
+                      .then([raw]() {
+                        raw->reported = true;
+                        if (raw->table) raw->table->ended(*raw);
+                      })
+                      .eagerlyEvaluate([](kj::Exception&&) {});
+    } else {
+      raw->reported = true;
+      if (raw->table) raw->table->ended(*raw);
     }
   };
   // (Copies: KJ's then() keeps a reference to an lvalue functor, and `finish` is a local.)
@@ -563,12 +609,17 @@ void process_table::restart_all(wire::ProcessEvents::Client events,
       spec.cwd = r.getCwd().cStr();
       spec.ring_bytes = r.getRingBytes();
       spec.restart_on_wake = true;
+      spec.auto_cleanup = r.getAutoCleanup();
+      spec.session = r.getSession().cStr();
+      for (auto a : r.getCommand()) spec.command.push_back(a.cStr());
       spec.events = events;
       if (spec.argv.empty() || spec.argv[0].empty()) throw_code("invalid_argument", "empty command");
       auto cwd = spec.cwd;
       auto o = orphanage.newOrphan<wire::RestartedProcess>();
       start(kj::mv(spec), o.get().initInfo());
       o.get().setCwd(cwd);
+      o.get().setAutoCleanup(r.getAutoCleanup());
+      o.get().setSession(r.getSession());
       started.push_back(kj::mv(o));
     } catch (const kj::Exception& e) {
       ::unlink(path.c_str());  // A spec that cannot start is not tried at every wake.

@@ -25,6 +25,9 @@ struct process_spec {
   std::uint32_t ring_bytes = 0;   ///< Per output stream; 0: 1 MiB (at most 64 MiB).
   kj::Maybe<wire::ProcessEvents::Client> events;  ///< Told when it has ended.
   bool restart_on_wake = false;  ///< Keep the spec in the sandbox to start it again.
+  bool auto_cleanup = false;     ///< Forget it once it ended and `events` heard of it.
+  std::vector<std::string> command;  ///< Shown in ProcessInfo; empty: argv.
+  std::string session;               ///< The shell session argv/env/cwd were made for.
 };
 
 class process_table {
@@ -44,13 +47,29 @@ class process_table {
   /// Signal 0: kill every running process's tree. Returns how many were running.
   std::uint32_t kill_all(int signal);
 
+  /// At most this many ended processes are kept (the oldest go first): their buffers are
+  /// the agent's memory, charged to the sandbox.
+  static constexpr std::size_t max_ended = 64;
+
  private:
+  friend struct bg_process;
+  /// A process ended and its end was reported: drops it (auto_cleanup) or the oldest ended
+  /// ones beyond max_ended, in a later turn of the event loop (it may be running its code).
+  void ended(bg_process& p);
+  class error_handler final : public kj::TaskSet::ErrorHandler {
+   public:
+    void taskFailed(kj::Exception&&) override {}
+  };
+
   kj::AsyncIoContext& io_;
   int exec_cgroups_;
   std::vector<std::string>& cgroups_to_remove_;
   std::map<std::string, kj::Own<bg_process>> procs_;
   std::uint64_t counter_ = 0;  // For cgroup names.
   std::uint64_t ids_ = 0;      // For default ids.
+  std::vector<kj::Own<bg_process>> retired_;  // Dropped in a later turn.
+  error_handler errors_;
+  kj::TaskSet tasks_{errors_};
 };
 
 }  // namespace warren::init

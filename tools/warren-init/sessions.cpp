@@ -25,11 +25,13 @@ namespace {
 
 const std::string sessions_root = "/var/lib/warren/sessions";
 
-// $1 line, $2 session dir, $3 names of the call's own env vars, $4 the call's own cwd.
+// $1 line, $2 session dir, $3 names of the call's own env vars, $4 the call's own cwd,
+// $5 "save" to write the state back on exit (execs), else nothing is saved (background
+// processes read a session, they never change it).
 // Saving uses builtins only (each external command costs a fork and an exec, ~7 ms on a
 // small VM): the raw dumps go to vars.raw / funcs.raw / exports.raw / cwd.raw, and the
 // agent turns them into the session's state when the exec ends (finish_session_exec).
-constexpr const char* wrapper = R"WRAP(__warren_line=$1 __warren_dir=$2 __warren_call_env=$3 __warren_call_cwd=$4
+constexpr const char* wrapper = R"WRAP(__warren_line=$1 __warren_dir=$2 __warren_call_env=$3 __warren_call_cwd=$4 __warren_save_state=$5
 set --
 for __warren_n in $__warren_call_env; do eval "__warren_keep_$__warren_n=\${$__warren_n-}"; done
 if [ -f "$__warren_dir/state" ]; then . "$__warren_dir/state"; fi
@@ -46,7 +48,8 @@ __warren_save() {
   printf %s "$__warren_pwd" > "$__warren_dir/cwd.raw"
   exit $__warren_rc
 }
-trap __warren_save EXIT
+if [ "$__warren_save_state" = save ]; then trap __warren_save EXIT; fi
+unset __warren_save_state
 eval "$__warren_line"
 )WRAP";
 
@@ -184,7 +187,7 @@ void make_dirs(const std::string& path) {
 }  // namespace
 
 void apply_session(const std::string& session, bool shell, const std::vector<std::string>& call_env, bool cwd_given,
-                   std::vector<std::string>& argv, std::vector<std::string>& env, std::string& cwd) {
+                   std::vector<std::string>& argv, std::vector<std::string>& env, std::string& cwd, bool save) {
   auto dir = sessions_root + "/" + session;
   make_dirs(dir);
   bool have_env = false, have_cwd = false;
@@ -220,7 +223,7 @@ void apply_session(const std::string& session, bool shell, const std::vector<std
     for (auto& n : call_env) names += (names.empty() ? "" : " ") + n;
     auto line = argv[2];
     argv = {"/bin/bash", "--noprofile", "--norc", "-c", wrapper, "warren-session", line, dir, names,
-            cwd_given ? cwd : ""};
+            cwd_given ? cwd : "", save ? "save" : "read"};
   }
 }
 

@@ -128,9 +128,10 @@ void install_seccomp();
 /// sessions.cpp: adjusts a command to run in shell session `session` (its state directory
 /// is created if missing): the session's saved environment and directory, the call's own
 /// env (names in call_env) and cwd on top; a shell command (argv {"/bin/bash", "-c", line})
-/// becomes the wrapper that restores and saves the session's shell state around the line.
+/// becomes the wrapper that restores the session's shell state before the line and, with
+/// `save`, saves it when the line ends (finish_session_exec completes that).
 void apply_session(const std::string& session, bool shell, const std::vector<std::string>& call_env, bool cwd_given,
-                   std::vector<std::string>& argv, std::vector<std::string>& env, std::string& cwd);
+                   std::vector<std::string>& argv, std::vector<std::string>& env, std::string& cwd, bool save = true);
 
 /// agent.cpp: how commands start. resolve_program looks argv[0] up in the PATH of `env`
 /// ("" when not found). spawn_command starts it in a session of its own, in the cgroup whose

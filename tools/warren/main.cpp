@@ -70,10 +70,13 @@ commands:
         copy a file or directory into (creating the sandbox if needed) or out of a sandbox;
         one of SRC and DST is NAME:PATH (a relative PATH is under /workspace), the other a
         local path; `-` is stdin/stdout
-  start NAME [--id ID] [--env K=V]... [--cwd DIR] [--shell] [--log-bytes N] [--restart-on-wake]
-        -- CMD [ARGS...]
-        start a background process (a dev server ...); prints its id. --restart-on-wake:
-        when the sandbox hibernates while it runs, start it again when the sandbox wakes
+  start NAME [--id ID] [--env K=V]... [--cwd DIR] [--shell] [--session S] [--log-bytes N]
+        [--restart-on-wake] [--auto-cleanup] -- CMD [ARGS...]
+        start a background process (a dev server ...); prints its id. --session: start
+        with that session's environment and directory (--shell: also its variables and
+        functions), without changing it. --restart-on-wake: when the sandbox hibernates
+        while it runs, start it again when the sandbox wakes. --auto-cleanup: forget it
+        (ps, logs) once it ended; the journal keeps its start and end
   ps NAME [--status running|exited|killed|lost]...
         the sandbox's background processes: ID STATUS END PID COMMAND
   logs NAME ID [--follow]

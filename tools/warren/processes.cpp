@@ -64,10 +64,13 @@ class print_sink final : public wire::LogSink::Server {
 int cmd_start(connection& c, const options& o) {
   std::string id;
   std::uint32_t log_bytes = 0;
-  bool restart = false;
+  bool restart = false, cleanup = false;
+  std::string session;
   auto cmd = parse_command_line(o, "start", [&](const std::string& f, const std::function<std::string()>& value) {
     if (f == "--id") id = value();
     else if (f == "--restart-on-wake") restart = true;
+    else if (f == "--auto-cleanup") cleanup = true;
+    else if (f == "--session" || f == "-s") session = value();
     else if (f == "--log-bytes") log_bytes = static_cast<std::uint32_t>(std::strtoul(value().c_str(), nullptr, 10));
     else return false;
     return true;
@@ -75,11 +78,14 @@ int cmd_start(connection& c, const options& o) {
   auto sreq = c.root.sandboxRequest();
   sreq.setName(cmd.name);
   auto req = sreq.send().getSandbox().startProcessRequest();
-  fill_request(req.initRequest(), cmd);
+  auto r = req.initRequest();
+  fill_request(r, cmd);
+  r.setSession(session);
   auto opts = req.initOptions();
   opts.setId(id);
   opts.setLogBytes(log_bytes);
   opts.setRestartOnWake(restart);
+  opts.setAutoCleanup(cleanup);
   auto info = req.send().wait(c.io.waitScope).getInfo();
   std::printf("%s\n", info.getId().cStr());
   return 0;
