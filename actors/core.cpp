@@ -83,6 +83,13 @@ std::unique_ptr<core> core::start(const core_options& options, storage::journal&
     if (auto e = storage::remove_tree(layout.sandbox_dir(id)))
       spdlog::warn("event=orphan_files_left sandbox_id={} reason=\"{}\"", id, e.message);
   }
+  // And snapshots whose deletion (or whose taking) the journal does not hold.
+  for (auto id : storage::list_snapshot_dirs(layout)) {
+    if (rec.snapshots.count(id)) continue;
+    spdlog::info("event=orphan_snapshot_removed snapshot_id={}", id);
+    if (auto e = runtime.remove_snapshot(layout.snapshot_dir(id)))
+      spdlog::warn("event=orphan_snapshot_left snapshot_id={} reason=\"{}\"", id, e.message);
+  }
 
   auto p = std::make_unique<impl>();
   p->options = options;
@@ -156,6 +163,20 @@ void core::ports(std::string name, std::uint64_t id, ports_op op, std::uint32_t 
                  callback<std::vector<exposed_port>> done) {
   impl_->ask<std::vector<exposed_port>>(impl_->timeout(), std::move(done), wr_ports_atom::value, std::move(name), id,
                                         static_cast<std::uint8_t>(op), port, std::move(label));
+}
+
+void core::snapshot(std::string name, std::uint64_t id, std::string label, callback<snapshot_info> done) {
+  // A snapshot may wait for a start or a stop of its sandbox (the sandbox's gate).
+  impl_->ask<snapshot_info>(impl_->timeout() * 3, std::move(done), wr_snap_atom::value, std::move(name), id,
+                            std::move(label));
+}
+
+void core::list_snapshots(callback<std::vector<snapshot_info>> done) {
+  impl_->ask<std::vector<snapshot_info>>(impl_->timeout(), std::move(done), wr_snaps_atom::value);
+}
+
+void core::delete_snapshot(std::uint64_t snapshot_id, callback<bool> done) {
+  impl_->ask<bool>(impl_->timeout(), std::move(done), wr_snapdel_atom::value, snapshot_id);
 }
 
 void core::find_preview(std::string name, callback<preview_target> done) {

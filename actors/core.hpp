@@ -103,6 +103,16 @@ class core {
   };
   void find_preview(std::string name, callback<preview_target> done);
 
+  /// Captures the sandbox's files as a snapshot (journaled in the registry; it outlives the
+  /// sandbox). A running sandbox is frozen for the moment it takes and keeps running; a
+  /// hibernated one is not woken. Fails with unavailable without the disk pool.
+  void snapshot(std::string name, std::uint64_t id, std::string label, callback<snapshot_info> done);
+  /// Every snapshot, by id.
+  void list_snapshots(callback<std::vector<snapshot_info>> done);
+  /// Deletes a snapshot and its files. Value: whether it existed. Sandboxes made from it keep
+  /// their files (copies on write, not references).
+  void delete_snapshot(std::uint64_t snapshot_id, callback<bool> done);
+
   /// A sandbox's journal from `from_seq`, at most `limit` entries (0: 10000), and its last seq.
   struct journal_page {
     std::vector<journal_entry> entries;

@@ -39,6 +39,9 @@ using wr_config_atom = caf::atom_constant<caf::atom("wr_config")>;
 using wr_wakeall_atom = caf::atom_constant<caf::atom("wr_wakeall")>;
 using wr_journal_atom = caf::atom_constant<caf::atom("wr_journal")>;
 using wr_lookup_atom = caf::atom_constant<caf::atom("wr_lookup")>;
+using wr_snap_atom = caf::atom_constant<caf::atom("wr_snap")>;
+using wr_snaps_atom = caf::atom_constant<caf::atom("wr_snaps")>;
+using wr_snapdel_atom = caf::atom_constant<caf::atom("wr_snapdel")>;
 
 /// CAF error category of warren::errc.
 using wr_error_atom = caf::atom_constant<caf::atom("warren")>;
@@ -60,7 +63,13 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_info& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_settings& x) {
   return f(caf::meta::type_name("sandbox_settings"), x.sleep_after_ms, x.keep_alive, x.start, x.limits.memory_bytes,
-           x.limits.pids_max, x.limits.cpu_millis, x.limits.disk_bytes, x.change_lifecycle, x.change_limits);
+           x.limits.pids_max, x.limits.cpu_millis, x.limits.disk_bytes, x.change_lifecycle, x.change_limits, x.from_snapshot);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, snapshot_info& x) {
+  return f(caf::meta::type_name("snapshot_info"), x.id, x.label, x.sandbox, x.sandbox_id, x.created_at_ms, x.pause_us,
+           x.ports, x.process_ids, x.process_argvs);
 }
 
 template <class Inspector>

@@ -30,6 +30,7 @@ struct registry_state {
   std::uint64_t snapshot_seq = 0;  // Seq of the newest stored registry snapshot.
   std::unordered_map<std::uint64_t, std::function<void()>> pending_stops;  // By sandbox id.
   std::unordered_set<std::string> destroying;  // Names whose destroy is in progress.
+  std::uint64_t reserved_id = 0;  // Ids handed out whose event is not journaled yet.
 
   static inline const char* name = "warren.registry";
 };
@@ -43,6 +44,23 @@ std::chrono::milliseconds request_timeout(const registry_state& s) {
 std::chrono::milliseconds start_timeout(const registry_state& s) {
   // A wake may journal, then start the init.
   return std::chrono::milliseconds(2 * s.options.request_timeout_ms + s.options.start_timeout_ms);
+}
+
+// The next id of the shared sequence (incarnations and snapshots). A snapshot's id is taken
+// before its files exist and its event is journaled, while other work goes on.
+std::uint64_t take_id(registry_state& s) {
+  s.reserved_id = std::max(s.reserved_id, s.rec.next_id);
+  return s.reserved_id++;
+}
+
+snapshot_info info_of(const wire::registry_snapshot::snapshot& snap) {
+  auto& t = snap.taken;
+  snapshot_info i{t.snapshot_id, t.label, t.name, t.sandbox_id, snap.at_ms, t.pause_us, t.ports, {}, {}};
+  for (auto& p : t.processes) {
+    i.process_ids.push_back(p.process_id);
+    i.process_argvs.push_back(p.argv);
+  }
+  return i;
 }
 
 caf::actor ensure_actor(registry_actor* self, const std::string& name, std::uint64_t id) {
@@ -155,14 +173,26 @@ void handle_get(registry_actor* self, const std::string& name, bool create, cons
   if (auto e = wire::validate_sandbox_name(name)) return (void)rp.deliver(to_caf(e));
   auto it = s.rec.names.find(name);
   if (it != s.rec.names.end()) {
+    if (settings.from_snapshot)
+      return (void)rp.deliver(to_caf(make_error(
+          errc::already_exists, "sandbox " + name + " exists: a snapshot only applies when a sandbox is created "
+                                "(restore it into the existing one, or pick a new name)")));
     if (!settings.start) return (void)rp.deliver(info_of(name, it->second));
     return forward<sandbox_info>(self, name, it->second.id, caf::make_message(wr_start_atom::value), rp,
                                  start_timeout(s));
   }
   if (!create) return (void)rp.deliver(to_caf(make_error(errc::not_found, "no sandbox is called " + name)));
   if (auto e = validate_config({settings.sleep_after_ms, settings.keep_alive, {}})) return (void)rp.deliver(to_caf(e));
-  auto id = s.rec.next_id;
-  wire::sandbox_created created{name, id};
+  auto from = settings.from_snapshot;
+  if (from && !s.rec.snapshots.count(from))
+    return (void)rp.deliver(to_caf(make_error(errc::not_found, "no snapshot " + std::to_string(from))));
+  auto id = take_id(s);
+  // The files first: a crash before the journal entry leaves an orphan directory, which
+  // start-up garbage collection removes.
+  if (from)
+    if (auto e = s.runtime->clone_files(s.layout->snapshot_dir(from), s.layout->sandbox_dir(id)))
+      return (void)rp.deliver(to_caf(e));
+  wire::sandbox_created created{name, id, from};
   wire::sandbox_configured configured{settings.sleep_after_ms, settings.keep_alive, name, id,
                                       settings.limits.memory_bytes, settings.limits.pids_max,
                                       settings.limits.cpu_millis, settings.limits.disk_bytes};
@@ -174,8 +204,12 @@ void handle_get(registry_actor* self, const std::string& name, bool create, cons
                            {wire::encode_envelope(wire::envelope{1, at, false, created}),
                             wire::encode_envelope(wire::envelope{2, at, false, configured})}});
   write(self, {created, configured}, std::move(batch), [=](const error& e) mutable {
-    if (e) return (void)rp.deliver(to_caf(e));
-    spdlog::info("event=sandbox_created sandbox={} id={}", name, id);
+    if (e) {
+      if (from) self->state.runtime->remove_snapshot(self->state.layout->sandbox_dir(id));
+      return (void)rp.deliver(to_caf(e));
+    }
+    if (from) spdlog::info("event=sandbox_created sandbox={} id={} from_snapshot={}", name, id, from);
+    else spdlog::info("event=sandbox_created sandbox={} id={}", name, id);
     forward<sandbox_info>(self, name, id, caf::make_message(wr_start_atom::value), rp, start_timeout(self->state));
   });
 }
@@ -247,6 +281,59 @@ void handle_destroy(registry_actor* self, const std::string& name, caf::response
   self->unlink_from(actor);
   self->request(actor, request_timeout(s), wr_stop_atom::value)
       .then([=](bool) mutable { stop_runtime(); }, [=](caf::error&) mutable { stop_runtime(); });
+}
+
+void handle_snapshot(registry_actor* self, const std::string& name, std::uint64_t id, const std::string& label,
+                     caf::response_promise rp) {
+  auto& s = self->state;
+  if (s.shutting_down) return (void)rp.deliver(to_caf(stopping()));
+  if (auto e = validate_snapshot_label(label)) return (void)rp.deliver(to_caf(e));
+  auto* entry = find_incarnation(s, name, id);
+  if (!entry) return (void)rp.deliver(to_caf(gone(name)));
+  if (entry->needs_repair) return (void)rp.deliver(to_caf(repair(name)));
+  auto snap_id = take_id(s);
+  auto dir = s.layout->snapshot_dir(snap_id);
+  auto a = ensure_actor(self, name, id);
+  self->request(a, start_timeout(s), wr_snap_atom::value, snap_id, dir)
+      .then(
+          [=](snapshot_info& got) mutable {
+            auto info = got;
+            info.label = label;
+            wire::snapshot_taken t{snap_id, label, name, id, info.pause_us, info.ports, {}};
+            for (std::size_t i = 0; i < info.process_ids.size(); ++i)
+              t.processes.push_back({info.process_ids[i], info.process_argvs[i]});
+            self->state.gate.run([=]() mutable {
+              write(self, {t}, {}, [=](const error& e) mutable {
+                auto& st = self->state;
+                if (e) {
+                  st.runtime->remove_snapshot(dir);
+                  return (void)rp.deliver(to_caf(e));
+                }
+                auto it = st.rec.snapshots.find(snap_id);
+                if (it != st.rec.snapshots.end()) info.created_at_ms = it->second.at_ms;
+                spdlog::info("event=snapshot_taken sandbox={} snapshot={} pause_us={}", name, snap_id, info.pause_us);
+                rp.deliver(info);
+              });
+            });
+          },
+          [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+}
+
+void handle_delete_snapshot(registry_actor* self, std::uint64_t snap_id, caf::response_promise rp) {
+  auto& s = self->state;
+  if (s.shutting_down) return (void)rp.deliver(to_caf(stopping()));
+  if (!s.rec.snapshots.count(snap_id)) return (void)rp.deliver(false);
+  // Sandboxes made from it hold copy-on-write copies of its files, not references to them:
+  // nothing depends on the snapshot, so it can always go.
+  write(self, {wire::snapshot_deleted{snap_id}}, {}, [=](const error& e) mutable {
+    if (e) return (void)rp.deliver(to_caf(e));
+    auto& st = self->state;
+    // Files after the journal entry: a crash in between leaves an orphan for start-up GC.
+    if (auto r = st.runtime->remove_snapshot(st.layout->snapshot_dir(snap_id)))
+      spdlog::warn("event=snapshot_files_left snapshot={} reason=\"{}\"", snap_id, r.message);
+    spdlog::info("event=snapshot_deleted snapshot={}", snap_id);
+    rp.deliver(true);
+  });
 }
 
 void handle_shutdown(registry_actor* self, caf::response_promise rp) {
@@ -424,6 +511,17 @@ caf::behavior registry_behavior(registry_actor* self) {
       },
       [=](wr_down_atom) {
         return gated<bool>(self, [=](caf::response_promise rp) { handle_shutdown(self, rp); });
+      },
+      [=](wr_snap_atom, std::string& name, std::uint64_t id, std::string& label) {
+        return gated<snapshot_info>(self, [=](caf::response_promise rp) { handle_snapshot(self, name, id, label, rp); });
+      },
+      [=](wr_snaps_atom) -> std::vector<snapshot_info> {
+        std::vector<snapshot_info> out;
+        for (auto& [id, snap] : self->state.rec.snapshots) out.push_back(info_of(snap));
+        return out;
+      },
+      [=](wr_snapdel_atom, std::uint64_t snap_id) {
+        return gated<bool>(self, [=](caf::response_promise rp) { handle_delete_snapshot(self, snap_id, rp); });
       },
   };
 }

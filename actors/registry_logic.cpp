@@ -4,6 +4,13 @@
 
 namespace warren::actors {
 
+error validate_snapshot_label(const std::string& label) {
+  bool ok = label.size() <= 63;
+  for (char c : label) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_');
+  if (!ok) return make_error(errc::invalid_argument, "snapshot labels are at most 63 characters of a-z, 0-9, '-' and '_'");
+  return {};
+}
+
 void apply(registry_record& rec, const wire::envelope& e) {
   rec.last_seq = e.seq;
   if (auto* c = std::get_if<wire::sandbox_created>(&e.body)) {
@@ -22,6 +29,11 @@ void apply(registry_record& rec, const wire::envelope& e) {
   } else if (auto* w = std::get_if<wire::sandbox_woke>(&e.body)) {
     auto it = rec.names.find(w->name);
     if (it != rec.names.end() && it->second.id == w->sandbox_id) it->second.hibernated = false;
+  } else if (auto* t = std::get_if<wire::snapshot_taken>(&e.body)) {
+    rec.snapshots[t->snapshot_id] = {*t, e.at_ms};
+    rec.next_id = std::max(rec.next_id, t->snapshot_id + 1);
+  } else if (auto* x = std::get_if<wire::snapshot_deleted>(&e.body)) {
+    rec.snapshots.erase(x->snapshot_id);
   } else if (auto* k = std::get_if<wire::sandbox_configured>(&e.body)) {
     auto it = rec.names.find(k->name);
     if (it != rec.names.end() && it->second.id == k->sandbox_id) {
@@ -42,6 +54,7 @@ wire::registry_snapshot to_snapshot(const registry_record& rec) {
   s.entries.reserve(rec.names.size());
   for (auto& [name, e] : rec.names)
     s.entries.push_back({name, e.id, e.created_at_ms, e.sleep_after_ms, e.keep_alive, e.hibernated});
+  for (auto& [id, snap] : rec.snapshots) s.snapshots.push_back(snap);
   return s;
 }
 
@@ -59,6 +72,7 @@ registry_record from_snapshot(const wire::registry_snapshot& s) {
     entry.hibernated = e.hibernated;
     rec.names.emplace(e.name, entry);
   }
+  for (auto& snap : s.snapshots) rec.snapshots[snap.taken.snapshot_id] = snap;
   return rec;
 }
 

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 
+#include "wire/errors.hpp"
 #include "wire/events.hpp"
 #include "wire/snapshots.hpp"
 
@@ -32,7 +34,12 @@ struct registry_record {
   std::uint64_t last_seq = 0;
   std::uint64_t next_id = 1;  ///< Ids are never reused, so a stale capability never matches.
   std::unordered_map<std::string, registry_entry> names;
+  /// Snapshots of sandboxes' files (they outlive the sandbox they were taken of), by id.
+  std::map<std::uint64_t, wire::registry_snapshot::snapshot> snapshots;
 };
+
+/// A snapshot's label: empty, or 1-63 of a-z, 0-9, '-', '_'.
+error validate_snapshot_label(const std::string& label);
 
 /// Applies one registry event. Never fails, never does I/O.
 void apply(registry_record& rec, const wire::envelope& e);

@@ -33,6 +33,10 @@ class disk_quota {
   virtual error set_limit(std::uint64_t sandbox_id, std::uint64_t limit_bytes) = 0;
   /// Bytes the directory holds and its limit (0: none); false when unknown.
   virtual bool usage(std::uint64_t sandbox_id, std::uint64_t& used_bytes, std::uint64_t& limit_bytes) = 0;
+  /// Copy-on-write snapshot of the directory `src` as `dst` (read-only or writable).
+  virtual error snapshot(const std::string& src, const std::string& dst, bool read_only) = 0;
+  /// Deletes a directory made by prepare or snapshot; a missing one is success.
+  virtual error remove(const std::string& dir) = 0;
 };
 
 class sandbox_runtime {
@@ -61,6 +65,27 @@ class sandbox_runtime {
   /// Applies new limits (0 = the daemon's default) to a running sandbox's cgroups.
   /// Thread-safe; small blocking file writes. An error says which limit the kernel refused.
   virtual error update_limits(std::uint64_t sandbox_id, const sandbox_limits& limits) = 0;
+
+  /// Snapshots of sandbox directories (copy-on-write; they need the disk pool, otherwise
+  /// these fail with `unavailable`). Thread-safe and blocking (a filesystem commit, tens of
+  /// ms at most). snapshot_files captures `dir` as the read-only `snapshot_dir`; a running
+  /// sandbox is frozen meanwhile (`pause_us`: for how long; 0 when it did not run).
+  virtual error snapshot_files(std::uint64_t sandbox_id, const std::string& dir, const std::string& snapshot_dir,
+                               std::uint64_t& pause_us);
+  /// A new sandbox directory `dir` (writable) holding what `snapshot_dir` holds.
+  virtual error clone_files(const std::string& snapshot_dir, const std::string& dir);
+  /// Deletes a snapshot's directory; a missing one is success.
+  virtual error remove_snapshot(const std::string& snapshot_dir);
 };
+
+inline error snapshots_unavailable() {
+  return make_error(errc::unavailable,
+                    "snapshots need the disk pool (btrfs): this daemon runs with --disk-pool off or without one");
+}
+inline error sandbox_runtime::snapshot_files(std::uint64_t, const std::string&, const std::string&, std::uint64_t&) {
+  return snapshots_unavailable();
+}
+inline error sandbox_runtime::clone_files(const std::string&, const std::string&) { return snapshots_unavailable(); }
+inline error sandbox_runtime::remove_snapshot(const std::string&) { return {}; }
 
 }  // namespace warren::actors

@@ -438,6 +438,28 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
                                       p.auto_cleanup});
         return out;
       },
+      [=](wr_snap_atom, std::uint64_t snapshot_id, std::string& dir) -> caf::result<snapshot_info> {
+        // Through the gate: no start, stop or hibernation of this sandbox meanwhile. The
+        // files are captured as they are (frozen if it runs); it is neither started nor woken.
+        auto rp = self->make_response_promise<snapshot_info>();
+        self->state.gate.run([=]() mutable {
+          auto& st = self->state;
+          snapshot_info info;
+          info.id = snapshot_id;
+          info.sandbox = st.spec.name;
+          info.sandbox_id = st.rec.id;
+          if (auto e = st.runtime->snapshot_files(st.rec.id, st.spec.dir, dir, info.pause_us))
+            return (void)rp.deliver(to_caf(e));
+          for (auto& p : st.rec.ports) info.ports.push_back(p.port);
+          for (auto& p : st.rec.processes)
+            if (p.status == 0) {
+              info.process_ids.push_back(p.process_id);
+              info.process_argvs.push_back(p.argv);
+            }
+          rp.deliver(std::move(info));
+        });
+        return rp;
+      },
       [=](wr_ports_atom, std::uint8_t op, std::uint32_t port, std::string& label) -> caf::result<std::vector<exposed_port>> {
         auto rp = self->make_response_promise<std::vector<exposed_port>>();
         self->state.gate.run([=]() mutable {

@@ -74,6 +74,9 @@ void apply(sandbox_record& rec, const wire::envelope& e) {
                  [&](const wire::port_unexposed& x) {
                    std::erase_if(rec.ports, [&](auto& p) { return p.port == x.port; });
                  },
+                 // Registry events: nothing of a sandbox's own state.
+                 [&](const wire::snapshot_taken&) {},
+                 [&](const wire::snapshot_deleted&) {},
              },
              e.body);
 }

@@ -60,6 +60,20 @@ struct sandbox_settings {
   sandbox_limits limits;  ///< For a new sandbox, or with change_limits. Default: the daemon's.
   bool change_lifecycle = true;  ///< Configure: replace sleep_after and keep_alive.
   bool change_limits = false;    ///< Configure: replace the non-zero ones of `limits`.
+  std::uint64_t from_snapshot = 0;  ///< Create: start with this snapshot's files (0: empty).
+};
+
+/// A snapshot of a sandbox's files (see core::snapshot).
+struct snapshot_info {
+  std::uint64_t id = 0;
+  std::string label;
+  std::string sandbox;            ///< The sandbox it was taken of,
+  std::uint64_t sandbox_id = 0;   ///< and its incarnation.
+  std::uint64_t created_at_ms = 0;
+  std::uint64_t pause_us = 0;     ///< How long the sandbox was frozen (0: it did not run).
+  std::vector<std::uint32_t> ports;         ///< Its exposed ports then.
+  std::vector<std::string> process_ids;     ///< Its running background processes then,
+  std::vector<std::vector<std::string>> process_argvs;  ///< and how they were started.
 };
 
 /// An exec as a client asked for it (already copied out of the wire format).

@@ -235,6 +235,23 @@ error cgroup_tree::create(std::uint64_t sandbox_id, cgroup_limits own, std::vect
 
 bool cgroup_tree::kill_all(std::uint64_t sandbox_id) { return write_file(path(sandbox_id) + "/cgroup.kill", "1"); }
 
+error cgroup_tree::freeze(std::uint64_t sandbox_id, bool frozen, bool& existed) {
+  auto dir = path(sandbox_id);
+  existed = ::access(dir.c_str(), F_OK) == 0;
+  if (!existed) return {};
+  if (!write_file(dir + "/cgroup.freeze", frozen ? "1" : "0"))
+    return make_error(errc::internal, std::string("cannot ") + (frozen ? "freeze" : "thaw") + " " + dir);
+  if (!frozen) return {};
+  // Freezing is asynchronous: cgroup.events says "frozen 1" once every task stopped.
+  for (int i = 0; i < 20000; ++i) {
+    auto events = read_file(dir + "/cgroup.events");
+    if (events.find("frozen 1") != std::string::npos) return {};
+    ::usleep(50);
+  }
+  write_file(dir + "/cgroup.freeze", "0");
+  return make_error(errc::timeout, "the sandbox's processes did not freeze within a second");
+}
+
 bool cgroup_tree::is_empty(std::uint64_t sandbox_id) const {
   auto dir = path(sandbox_id);
   struct stat st;

@@ -50,6 +50,9 @@ class cgroup_tree {
   cgroup_limits effective(cgroup_limits own) const;
   /// Kills every process in the sandbox's cgroup (cgroup.kill). False if that is unsupported.
   bool kill_all(std::uint64_t sandbox_id);
+  /// Freezes (or thaws) every process in the sandbox's cgroup; returns once the kernel says
+  /// it is frozen. `existed`: false when the sandbox has no cgroup (it does not run).
+  error freeze(std::uint64_t sandbox_id, bool frozen, bool& existed);
   /// True once no process is left in it (or it does not exist).
   bool is_empty(std::uint64_t sandbox_id) const;
   /// Removes the (empty) cgroup; EBUSY while processes are still dying.

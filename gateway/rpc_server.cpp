@@ -11,6 +11,7 @@
 
 #include "actors/sandbox_logic.hpp"
 #include "wire/agent.capnp.h"
+#include "wire/names.hpp"
 #include "wire/files.capnp.h"
 #include "wire/process.capnp.h"
 #include "wire/warren.capnp.h"
@@ -70,6 +71,22 @@ void fill(wire::SandboxInfo::Builder b, const actors::sandbox_info& i) {
   b.setLastActivityMs(i.last_activity_ms);
   b.setSleepAfterMs(i.sleep_after_ms);
   b.setKeepAlive(i.keep_alive);
+}
+
+void fill(wire::SnapshotInfo::Builder b, const actors::snapshot_info& s) {
+  b.setId(s.id);
+  b.setLabel(s.label);
+  b.setSandbox(s.sandbox);
+  b.setSandboxId(s.sandbox_id);
+  b.setCreatedAtMs(s.created_at_ms);
+  b.setPauseUs(s.pause_us);
+  auto ports = b.initPorts(static_cast<unsigned>(s.ports.size()));
+  for (unsigned i = 0; i < s.ports.size(); ++i) ports.set(i, s.ports[i]);
+  auto procs = b.initProcesses(static_cast<unsigned>(s.process_ids.size()));
+  for (unsigned i = 0; i < s.process_ids.size(); ++i) {
+    procs[i].setId(s.process_ids[i]);
+    set_texts(procs[i].initCommand(static_cast<unsigned>(s.process_argvs[i].size())), s.process_argvs[i]);
+  }
 }
 
 // Bytes of one exec's output handled so far, shared by the sink (which may outlive the
@@ -624,6 +641,52 @@ class sandbox_impl final : public wire::Sandbox::Server {
     });
   }
 
+  kj::Promise<void> snapshot(SnapshotContext context) override {
+    auto label = str(context.getParams().getLabel());
+    return ctx_.calls
+        .call<actors::snapshot_info>([this, label](auto cb) { ctx_.core.snapshot(name_, id_, label, std::move(cb)); })
+        .then([context](actors::snapshot_info s) mutable { fill(context.getResults().initSnapshot(), s); });
+  }
+
+  kj::Promise<void> fork(ForkContext context) override {
+    std::vector<std::string> names;
+    for (auto n : context.getParams().getNames()) names.push_back(str(n));
+    if (names.empty() || names.size() > max_forks)
+      return to_kj(make_error(errc::invalid_argument, "fork takes 1 to " + std::to_string(max_forks) + " names"));
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (auto e = wire::validate_sandbox_name(names[i])) return to_kj(e);
+      for (std::size_t k = 0; k < i; ++k)
+        if (names[k] == names[i]) return to_kj(make_error(errc::invalid_argument, "fork names " + names[i] + " twice"));
+    }
+    // Names in use are refused before anything is made (no snapshot is left behind for them).
+    return ctx_.calls.call<std::vector<actors::sandbox_info>>([this](auto cb) { ctx_.core.list(std::move(cb)); })
+        .then([this, names](std::vector<actors::sandbox_info> all) -> kj::Promise<actors::snapshot_info> {
+          for (auto& s : all)
+            for (auto& n : names)
+              if (s.name == n)
+                return to_kj(make_error(errc::already_exists, "sandbox " + n + " exists: fork names must be new"));
+          return ctx_.calls.call<actors::snapshot_info>(
+              [this](auto cb) { ctx_.core.snapshot(name_, id_, "fork", std::move(cb)); });
+        })
+        .then([this, context, names](actors::snapshot_info snap) mutable {
+          // The new sandboxes start in parallel (the registry journals their creation in turn).
+          auto starts = kj::heapArrayBuilder<kj::Promise<actors::sandbox_info>>(names.size());
+          for (auto& n : names) {
+            actors::sandbox_settings settings;
+            settings.from_snapshot = snap.id;
+            starts.add(ctx_.calls.call<actors::sandbox_info>(
+                [this, n, settings](auto cb) { ctx_.core.get_sandbox(n, true, settings, std::move(cb)); }));
+          }
+          return kj::joinPromises(starts.finish()).then([context, snap](kj::Array<actors::sandbox_info> made) mutable {
+            auto res = context.getResults();
+            fill(res.initSnapshot(), snap);
+            auto out = res.initSandboxes(static_cast<unsigned>(made.size()));
+            for (unsigned i = 0; i < made.size(); ++i) fill(out[i], made[i]);
+          });
+        });
+  }
+  static constexpr std::size_t max_forks = 16;
+
   kj::Promise<void> files(FilesContext context) override {
     context.getResults().setFiles(
         capnp::Capability::Client(kj::heap<files_proxy>(ctx_, name_, id_)).castAs<wire::Files>());
@@ -756,6 +819,7 @@ class warren_impl final : public wire::Warren::Server {
     bool create = options.getCreateIfMissing();
     actors::sandbox_settings settings{options.getSleepAfterMs(), options.getKeepAlive(), options.getStart(),
                                       {options.getMemoryBytes(), options.getPidsMax(), options.getCpuMillis(), options.getDiskBytes()}};
+    settings.from_snapshot = options.getFromSnapshot();
     return ctx_.calls
         .call<actors::sandbox_info>(
             [this, name, create, settings](auto cb) { ctx_.core.get_sandbox(name, create, settings, std::move(cb)); })
@@ -823,6 +887,21 @@ class warren_impl final : public wire::Warren::Server {
           res.setChecked(r.checked);
           set_texts(res.initProblems(r.problems.size()), r.problems);
         });
+  }
+
+  kj::Promise<void> listSnapshots(ListSnapshotsContext context) override {
+    return ctx_.calls
+        .call<std::vector<actors::snapshot_info>>([this](auto cb) { ctx_.core.list_snapshots(std::move(cb)); })
+        .then([context](std::vector<actors::snapshot_info> all) mutable {
+          auto out = context.getResults().initSnapshots(static_cast<unsigned>(all.size()));
+          for (unsigned i = 0; i < all.size(); ++i) fill(out[i], all[i]);
+        });
+  }
+
+  kj::Promise<void> deleteSnapshot(DeleteSnapshotContext context) override {
+    auto id = context.getParams().getId();
+    return ctx_.calls.call<bool>([this, id](auto cb) { ctx_.core.delete_snapshot(id, std::move(cb)); })
+        .then([context](bool existed) mutable { context.getResults().setExisted(existed); });
   }
 
   kj::Promise<void> version(VersionContext context) override {

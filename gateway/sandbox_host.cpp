@@ -126,6 +126,36 @@ actors::sandbox_usage sandbox_host::resource_usage(std::uint64_t sandbox_id) {
   return r;
 }
 
+error sandbox_host::snapshot_files(std::uint64_t sandbox_id, const std::string& dir, const std::string& snapshot_dir,
+                                   std::uint64_t& pause_us) {
+  if (!options_.disk) return actors::snapshots_unavailable();
+  pause_us = 0;
+  // Frozen, so that the files are one moment of the sandbox (no half-written set of files);
+  // the snapshot itself is a btrfs commit, which writes the dirty pages first.
+  auto begin = std::chrono::steady_clock::now();
+  bool running = false;
+  if (auto e = cgroups_.freeze(sandbox_id, true, running)) return e;
+  auto e = options_.disk->snapshot(dir, snapshot_dir, true);
+  if (running) {
+    bool existed = false;
+    if (auto t = cgroups_.freeze(sandbox_id, false, existed))
+      spdlog::error("event=thaw_failed sandbox_id={} reason=\"{}\"", sandbox_id, t.message);
+    pause_us = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - begin).count());
+  }
+  return e;
+}
+
+error sandbox_host::clone_files(const std::string& snapshot_dir, const std::string& dir) {
+  if (!options_.disk) return actors::snapshots_unavailable();
+  return options_.disk->snapshot(snapshot_dir, dir, false);
+}
+
+error sandbox_host::remove_snapshot(const std::string& snapshot_dir) {
+  if (!options_.disk) return {};
+  return options_.disk->remove(snapshot_dir);
+}
+
 error sandbox_host::update_limits(std::uint64_t sandbox_id, const actors::sandbox_limits& limits) {
   cgroup_limits own{limits.memory_bytes, limits.pids_max, limits.cpu_millis};
   auto disk = disk_limit(limits.disk_bytes);

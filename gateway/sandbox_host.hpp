@@ -46,6 +46,10 @@ class sandbox_host final : public actors::sandbox_runtime {
   std::uint64_t cpu_usage_us(std::uint64_t sandbox_id) override { return cgroups_.cpu_usage_us(sandbox_id); }
   actors::sandbox_usage resource_usage(std::uint64_t sandbox_id) override;
   error update_limits(std::uint64_t sandbox_id, const actors::sandbox_limits& limits) override;
+  error snapshot_files(std::uint64_t sandbox_id, const std::string& dir, const std::string& snapshot_dir,
+                       std::uint64_t& pause_us) override;
+  error clone_files(const std::string& snapshot_dir, const std::string& dir) override;
+  error remove_snapshot(const std::string& snapshot_dir) override;
   /// OOM kills so far in the sandbox's memory cgroup (KJ thread; a small file read).
   std::uint64_t oom_kills(std::uint64_t sandbox_id) const { return cgroups_.oom_kills(sandbox_id); }
 

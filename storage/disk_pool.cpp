@@ -1,5 +1,7 @@
 #include "storage/disk_pool.hpp"
 
+#include "storage/layout.hpp"
+
 #include <fcntl.h>
 #include <linux/btrfs.h>
 #include <linux/btrfs_tree.h>
@@ -263,6 +265,48 @@ std::unique_ptr<disk_pool> disk_pool::open(const std::string& image, const std::
 disk_pool::~disk_pool() {
   if (mounted_ && ::umount2(mount_dir_.c_str(), MNT_DETACH) < 0)
     spdlog::warn("event=disk_pool_umount_failed dir={} errno={}", mount_dir_, errno);
+}
+
+error disk_pool::snapshot(const std::string& src, const std::string& dst, bool read_only) {
+  auto slash = dst.rfind('/');
+  if (slash == std::string::npos || slash == 0) return make_error(errc::internal, "not an absolute path: " + dst);
+  auto parent_dir = dst.substr(0, slash), name = dst.substr(slash + 1);
+  if (::mkdir(parent_dir.c_str(), 0700) < 0 && errno != EEXIST) return sys_error("cannot create " + parent_dir);
+  if (!is_subvolume_root(src)) return make_error(errc::internal, src + " is not a subvolume of the disk pool");
+  int source = ::open(src.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (source < 0) return sys_error("cannot open " + src);
+  int parent = ::open(parent_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (parent < 0) {
+    ::close(source);
+    return sys_error("cannot open " + parent_dir);
+  }
+  btrfs_ioctl_vol_args_v2 args{};
+  args.fd = source;
+  if (read_only) args.flags = BTRFS_SUBVOL_RDONLY;
+  error e;
+  if (name.size() >= sizeof args.name) e = make_error(errc::internal, "subvolume name too long: " + name);
+  std::memcpy(args.name, name.c_str(), std::min(name.size(), sizeof args.name - 1));
+  if (!e && ::ioctl(parent, BTRFS_IOC_SNAP_CREATE_V2, &args) < 0) e = sys_error("cannot snapshot " + src + " as " + dst);
+  ::close(parent);
+  ::close(source);
+  return e;
+}
+
+error disk_pool::remove_subvolume(const std::string& dir) {
+  auto slash = dir.rfind('/');
+  if (slash == std::string::npos || slash == 0) return make_error(errc::internal, "not an absolute path: " + dir);
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) < 0) return errno == ENOENT ? error{} : sys_error("cannot stat " + dir);
+  if (!is_subvolume_root(dir)) return remove_tree(dir);
+  int parent = ::open(dir.substr(0, slash).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (parent < 0) return sys_error("cannot open " + dir.substr(0, slash));
+  btrfs_ioctl_vol_args args{};
+  auto name = dir.substr(slash + 1);
+  std::memcpy(args.name, name.c_str(), std::min(name.size(), sizeof args.name - 1));
+  error e;
+  if (::ioctl(parent, BTRFS_IOC_SNAP_DESTROY, &args) < 0) e = sys_error("cannot delete subvolume " + dir);
+  ::close(parent);
+  return e;
 }
 
 error disk_pool::apply(std::uint64_t sandbox_id, const std::string& dir, std::uint64_t limit_bytes) {

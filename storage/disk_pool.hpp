@@ -43,6 +43,14 @@ class disk_pool {
   error apply(std::uint64_t sandbox_id, const std::string& dir, std::uint64_t limit_bytes);
   /// Changes the limit only. Thread-safe.
   error set_limit(std::uint64_t sandbox_id, std::uint64_t limit_bytes);
+  /// Copy-on-write snapshot of the subvolume `src` (a sandbox's directory or a snapshot) as
+  /// the new subvolume `dst` (its parent directory is created if missing): read-only for a
+  /// snapshot, writable for a sandbox made from one. Costs a btrfs transaction commit, not a
+  /// copy: files share their extents until one side writes. Thread-safe.
+  error snapshot(const std::string& src, const std::string& dst, bool read_only);
+  /// Deletes the subvolume `dir` (read-only or not) and everything in it. A missing one is
+  /// success. Thread-safe.
+  error remove_subvolume(const std::string& dir);
   /// What the sandbox's subvolume holds now (its quota group, no tree walk; the pool's
   /// pending writes are committed first, so this can block on I/O). Thread-safe.
   std::optional<disk_usage> usage(std::uint64_t sandbox_id) const;

@@ -62,15 +62,20 @@ std::uint64_t tree_bytes(const std::string& path) {
   return total;
 }
 
-std::vector<std::uint64_t> list_sandbox_dirs(const layout& l) {
+namespace {
+std::vector<std::uint64_t> numeric_entries(const std::string& dir) {
   std::vector<std::uint64_t> ids;
   std::error_code ec;
-  for (auto& entry : fs::directory_iterator(l.sandboxes_dir(), ec)) {
+  for (auto& entry : fs::directory_iterator(dir, ec)) {
     auto name = entry.path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
     ids.push_back(std::stoull(name));
   }
   return ids;
 }
+}  // namespace
+
+std::vector<std::uint64_t> list_sandbox_dirs(const layout& l) { return numeric_entries(l.sandboxes_dir()); }
+std::vector<std::uint64_t> list_snapshot_dirs(const layout& l) { return numeric_entries(l.snapshots_dir()); }
 
 }  // namespace warren::storage

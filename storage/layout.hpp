@@ -4,6 +4,7 @@
 //   <data>/journal/                  RocksDB event journal
 //   <data>/base/v1/                  generated base skeleton (etc/, usr -> host /usr overlay)
 //   <data>/sandboxes/<id>/           one sandbox incarnation (layout inside: warren-init)
+//   <data>/sandboxes/snapshots/<id>/ one snapshot of a sandbox's directory (read-only subvolume)
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,8 @@ struct layout {
   std::string sandbox_dir(std::uint64_t id) const {
     return sandboxes_dir() + "/" + std::to_string(id);
   }
+  std::string snapshots_dir() const { return sandboxes_dir() + "/snapshots"; }
+  std::string snapshot_dir(std::uint64_t id) const { return snapshots_dir() + "/" + std::to_string(id); }
 };
 
 /// Makes `data_dir` absolute, creates it (mode 0700) and the fixed subdirectories.
@@ -39,5 +42,7 @@ std::uint64_t tree_bytes(const std::string& path);
 
 /// Ids of the sandbox directories present on disk (for garbage collection at start-up).
 std::vector<std::uint64_t> list_sandbox_dirs(const layout& l);
+/// Ids of the snapshot directories present on disk (the same, for snapshots).
+std::vector<std::uint64_t> list_snapshot_dirs(const layout& l);
 
 }  // namespace warren::storage

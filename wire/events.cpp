@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "wire/journal.capnp.h"
+#include "wire/snapshot_codec.hpp"
 #include "wire/json.hpp"
 #include "wire/message_bytes.hpp"
 
@@ -35,6 +36,28 @@ std::string str(capnp::Text::Reader t) { return std::string(t.cStr(), t.size());
 
 }  // namespace
 
+void encode_snapshot_taken(journal::SnapshotTaken::Builder b, const snapshot_taken& x) {
+  b.setSnapshotId(x.snapshot_id);
+  b.setLabel(x.label);
+  b.setName(x.name);
+  b.setSandboxId(x.sandbox_id);
+  b.setPauseUs(x.pause_us);
+  auto ports = b.initPorts(static_cast<unsigned>(x.ports.size()));
+  for (unsigned i = 0; i < x.ports.size(); ++i) ports.set(i, x.ports[i]);
+  auto procs = b.initProcesses(static_cast<unsigned>(x.processes.size()));
+  for (unsigned i = 0; i < x.processes.size(); ++i) {
+    procs[i].setProcessId(x.processes[i].process_id);
+    set_texts(procs[i].initArgv(static_cast<unsigned>(x.processes[i].argv.size())), x.processes[i].argv);
+  }
+}
+
+snapshot_taken decode_snapshot_taken(journal::SnapshotTaken::Reader r) {
+  snapshot_taken x{r.getSnapshotId(), str(r.getLabel()), str(r.getName()), r.getSandboxId(), r.getPauseUs(), {}, {}};
+  for (auto p : r.getPorts()) x.ports.push_back(p);
+  for (auto p : r.getProcesses()) x.processes.push_back({str(p.getProcessId()), get_texts(p.getArgv())});
+  return x;
+}
+
 std::string encode_envelope(const envelope& e) {
   capnp::MallocMessageBuilder message(256);
   auto root = message.initRoot<j::Envelope>();
@@ -49,6 +72,7 @@ std::string encode_envelope(const envelope& e) {
           auto b = ev.initSandboxCreated();
           b.setName(x.name);
           b.setSandboxId(x.sandbox_id);
+          b.setFromSnapshot(x.from_snapshot);
         } else if constexpr (std::is_same_v<T, sandbox_destroyed>) {
           auto b = ev.initSandboxDestroyed();
           b.setName(x.name);
@@ -114,6 +138,10 @@ std::string encode_envelope(const envelope& e) {
           b.setToken(x.token);
         } else if constexpr (std::is_same_v<T, port_unexposed>) {
           ev.initPortUnexposed().setPort(x.port);
+        } else if constexpr (std::is_same_v<T, snapshot_taken>) {
+          encode_snapshot_taken(ev.initSnapshotTaken(), x);
+        } else if constexpr (std::is_same_v<T, snapshot_deleted>) {
+          ev.initSnapshotDeleted().setSnapshotId(x.snapshot_id);
         } else {
           static_assert(always_false<T>, "event kind without an encoder");
         }
@@ -136,7 +164,7 @@ decoded decode_envelope(std::string_view bytes) {
     switch (ev.which()) {
       case j::Envelope::Event::SANDBOX_CREATED: {
         auto r = ev.getSandboxCreated();
-        e.body = sandbox_created{str(r.getName()), r.getSandboxId()};
+        e.body = sandbox_created{str(r.getName()), r.getSandboxId(), r.getFromSnapshot()};
         break;
       }
       case j::Envelope::Event::SANDBOX_DESTROYED: {
@@ -201,6 +229,12 @@ decoded decode_envelope(std::string_view bytes) {
       case j::Envelope::Event::PORT_UNEXPOSED:
         e.body = port_unexposed{ev.getPortUnexposed().getPort()};
         break;
+      case j::Envelope::Event::SNAPSHOT_TAKEN:
+        e.body = decode_snapshot_taken(ev.getSnapshotTaken());
+        break;
+      case j::Envelope::Event::SNAPSHOT_DELETED:
+        e.body = snapshot_deleted{ev.getSnapshotDeleted().getSnapshotId()};
+        break;
       default:
         // A kind written by a newer daemon.
         if (e.skippable) {
@@ -225,7 +259,8 @@ const char* event_kind(const event& e) {
   static constexpr const char* kinds[] = {"sandbox_created",    "sandbox_destroyed", "exec_started",
                                           "exec_finished",      "sandbox_hibernated", "sandbox_woke",
                                           "sandbox_configured", "process_started",  "process_ended",
-                                          "port_exposed",       "port_unexposed"};
+                                          "port_exposed",       "port_unexposed",   "snapshot_taken",
+                                          "snapshot_deleted"};
   static_assert(std::size(kinds) == std::variant_size_v<event>);
   return kinds[e.index()];
 }
@@ -256,8 +291,23 @@ std::string event_json(const event& e) {
       [&](const auto& x) -> std::string {
         using T = std::decay_t<decltype(x)>;
         std::string f = "{\"kind\":" + kind;
-        if constexpr (std::is_same_v<T, sandbox_created> || std::is_same_v<T, sandbox_destroyed>) {
+        if constexpr (std::is_same_v<T, sandbox_created>) {
+          f += ",\"name\":" + json_quote(x.name) + ",\"sandboxId\":" + std::to_string(x.sandbox_id) +
+               ",\"fromSnapshot\":" + std::to_string(x.from_snapshot);
+        } else if constexpr (std::is_same_v<T, sandbox_destroyed>) {
           f += ",\"name\":" + json_quote(x.name) + ",\"sandboxId\":" + std::to_string(x.sandbox_id);
+        } else if constexpr (std::is_same_v<T, snapshot_taken>) {
+          f += ",\"snapshotId\":" + std::to_string(x.snapshot_id) + ",\"label\":" + json_quote(x.label) +
+               ",\"name\":" + json_quote(x.name) + ",\"sandboxId\":" + std::to_string(x.sandbox_id) +
+               ",\"pauseUs\":" + std::to_string(x.pause_us) + ",\"ports\":[";
+          for (std::size_t i = 0; i < x.ports.size(); ++i) f += (i ? "," : "") + std::to_string(x.ports[i]);
+          f += "],\"processes\":[";
+          for (std::size_t i = 0; i < x.processes.size(); ++i)
+            f += std::string(i ? "," : "") + "{\"processId\":" + json_quote(x.processes[i].process_id) +
+                 ",\"argv\":" + json_list(x.processes[i].argv) + "}";
+          f += "]";
+        } else if constexpr (std::is_same_v<T, snapshot_deleted>) {
+          f += ",\"snapshotId\":" + std::to_string(x.snapshot_id);
         } else if constexpr (std::is_same_v<T, exec_started>) {
           f += ",\"execId\":" + std::to_string(x.exec_id) + ",\"argv\":" + json_list(x.argv) +
                ",\"cwd\":" + json_quote(x.cwd) + ",\"envNames\":" + json_list(x.env_names) +
@@ -303,7 +353,8 @@ std::string event_summary(const event& e) {
       [](const auto& x) -> std::string {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, sandbox_created>) {
-          return "sandbox " + x.name + " created (id " + std::to_string(x.sandbox_id) + ")";
+          return "sandbox " + x.name + " created (id " + std::to_string(x.sandbox_id) +
+                 (x.from_snapshot ? ", from snapshot " + std::to_string(x.from_snapshot) : std::string()) + ")";
         } else if constexpr (std::is_same_v<T, sandbox_destroyed>) {
           return "sandbox " + x.name + " destroyed (id " + std::to_string(x.sandbox_id) + ")";
         } else if constexpr (std::is_same_v<T, exec_started>) {
@@ -339,6 +390,11 @@ std::string event_summary(const event& e) {
           return "port " + std::to_string(x.port) + " exposed" + (x.label.empty() ? "" : " as " + x.label);
         } else if constexpr (std::is_same_v<T, port_unexposed>) {
           return "port " + std::to_string(x.port) + " unexposed";
+        } else if constexpr (std::is_same_v<T, snapshot_taken>) {
+          return "snapshot " + std::to_string(x.snapshot_id) + (x.label.empty() ? "" : " (" + x.label + ")") +
+                 " taken of " + x.name + (x.pause_us ? ", paused " + std::to_string(x.pause_us) + " us" : "");
+        } else if constexpr (std::is_same_v<T, snapshot_deleted>) {
+          return "snapshot " + std::to_string(x.snapshot_id) + " deleted";
         } else {
           return "configured: " + (x.keep_alive ? std::string("keep alive") : "sleep after " + std::to_string(x.sleep_after_ms / 1000) + " s");
         }

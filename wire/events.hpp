@@ -16,6 +16,7 @@ namespace warren::wire {
 struct sandbox_created {
   std::string name;
   std::uint64_t sandbox_id = 0;
+  std::uint64_t from_snapshot = 0;  ///< Its files started as this snapshot (schema v8; 0: none).
   bool operator==(const sandbox_created&) const = default;
 };
 
@@ -116,9 +117,34 @@ struct port_unexposed {
   bool operator==(const port_unexposed&) const = default;
 };
 
+/// A running background process recorded in a snapshot (schema v8).
+struct snapshot_process {
+  std::string process_id;
+  std::vector<std::string> argv;
+  bool operator==(const snapshot_process&) const = default;
+};
+
+/// A sandbox's files were captured as an immutable snapshot (registry stream, schema v8).
+struct snapshot_taken {
+  std::uint64_t snapshot_id = 0;
+  std::string label;
+  std::string name;  ///< The sandbox it was taken of.
+  std::uint64_t sandbox_id = 0;
+  std::uint64_t pause_us = 0;  ///< How long the sandbox was frozen; 0: it was not running.
+  std::vector<std::uint32_t> ports;
+  std::vector<snapshot_process> processes;
+  bool operator==(const snapshot_taken&) const = default;
+};
+
+/// A snapshot and its files were deleted (registry stream, schema v8).
+struct snapshot_deleted {
+  std::uint64_t snapshot_id = 0;
+  bool operator==(const snapshot_deleted&) const = default;
+};
+
 using event = std::variant<sandbox_created, sandbox_destroyed, exec_started, exec_finished, sandbox_hibernated,
                            sandbox_woke, sandbox_configured, process_started, process_ended, port_exposed,
-                           port_unexposed>;
+                           port_unexposed, snapshot_taken, snapshot_deleted>;
 
 /// One journal entry: position, time and the event.
 struct envelope {

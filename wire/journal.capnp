@@ -22,7 +22,32 @@ struct Envelope {
     processEnded @11 :ProcessEnded;
     portExposed @12 :PortExposed;
     portUnexposed @13 :PortUnexposed;
+    snapshotTaken @14 :SnapshotTaken;
+    snapshotDeleted @15 :SnapshotDeleted;
   }
+}
+
+struct SnapshotTaken {
+  # In the registry stream (schema v8): the files of a sandbox (its writable layer: everything
+  # it wrote, its sessions and the specs of its restart_on_wake processes) were captured as
+  # an immutable snapshot, kept until deleted (also after the sandbox is destroyed).
+  snapshotId @0 :UInt64;   # From the registry's id sequence (shared with incarnations).
+  label @1 :Text;          # The client's name for it; may be empty.
+  name @2 :Text;           # The sandbox it was taken of,
+  sandboxId @3 :UInt64;    # and that sandbox's incarnation.
+  pauseUs @4 :UInt64;      # How long the sandbox was frozen (0: it was not running).
+  ports @5 :List(UInt32);  # Its exposed ports then (tokens are never copied).
+  processes @6 :List(SnapshotProcess);  # Its running background processes then.
+}
+
+struct SnapshotProcess {
+  processId @0 :Text;
+  argv @1 :List(Text);
+}
+
+struct SnapshotDeleted {
+  # In the registry stream (schema v8): a snapshot and its files are gone.
+  snapshotId @0 :UInt64;
 }
 
 struct PortExposed {
@@ -60,6 +85,7 @@ struct SandboxCreated {
   # In the registry stream (0) and as the first event of the sandbox's own stream.
   name @0 :Text;          # Validated sandbox name.
   sandboxId @1 :UInt64;   # Id of this incarnation; also the id of its journal stream.
+  fromSnapshot @2 :UInt64;  # v8: its files started as a copy of this snapshot (0: empty).
 }
 
 struct SandboxDestroyed {
@@ -171,5 +197,10 @@ struct RegistrySnapshot {
     sleepAfterMs @3 :UInt64;
     keepAlive @4 :Bool;
     hibernated @5 :Bool;
+  }
+  snapshots @4 :List(Snapshot);  # The snapshots that exist (v8), by id.
+  struct Snapshot {
+    taken @0 :SnapshotTaken;
+    atMs @1 :UInt64;
   }
 }

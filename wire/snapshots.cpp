@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "wire/journal.capnp.h"
+#include "wire/snapshot_codec.hpp"
 #include "wire/message_bytes.hpp"
 
 namespace warren::wire {
@@ -79,6 +80,11 @@ std::string encode_snapshot(const registry_snapshot& s) {
     o.setKeepAlive(e.keep_alive);
     o.setHibernated(e.hibernated);
   }
+  auto snaps = b.initSnapshots(static_cast<unsigned>(s.snapshots.size()));
+  for (unsigned i = 0; i < s.snapshots.size(); ++i) {
+    encode_snapshot_taken(snaps[i].initTaken(), s.snapshots[i].taken);
+    snaps[i].setAtMs(s.snapshots[i].at_ms);
+  }
   return message_bytes(message);
 }
 
@@ -128,6 +134,7 @@ std::optional<registry_snapshot> decode_registry_snapshot(std::string_view bytes
     for (auto e : r.getEntries())
       s.entries.push_back({str(e.getName()), e.getSandboxId(), e.getCreatedAtMs(), e.getSleepAfterMs(),
                            e.getKeepAlive(), e.getHibernated()});
+    for (auto x : r.getSnapshots()) s.snapshots.push_back({decode_snapshot_taken(x.getTaken()), x.getAtMs()});
     out = std::move(s);
   }, error, snapshot_traversal_limit);
   return out;

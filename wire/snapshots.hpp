@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "wire/events.hpp"
+
 namespace warren::wire {
 
 inline constexpr std::uint32_t snapshot_version = 1;
@@ -65,6 +67,12 @@ struct registry_snapshot {
   std::uint64_t seq = 0;
   std::uint64_t next_id = 1;
   std::vector<entry> entries;
+  struct snapshot {
+    snapshot_taken taken;
+    std::uint64_t at_ms = 0;
+    bool operator==(const snapshot&) const = default;
+  };
+  std::vector<snapshot> snapshots;  ///< Schema v8.
   bool operator==(const registry_snapshot&) const = default;
 };
 

@@ -50,6 +50,29 @@ interface Warren {
   checkJournals @6 () -> (checked :UInt32, problems :List(Text));
   # Replays every journal (the registry's and each sandbox's) and reports each one that does
   # not decode or apply. `checked`: number of streams replayed.
+
+  listSnapshots @7 () -> (snapshots :List(SnapshotInfo));
+  # Every snapshot (Sandbox.snapshot), oldest first.
+
+  deleteSnapshot @8 (id :UInt64) -> (existed :Bool);
+  # Deletes a snapshot and its files (journaled). Sandboxes made from it keep their files:
+  # they hold copy-on-write copies, not references, so nothing ever depends on a snapshot.
+}
+
+struct SnapshotInfo {
+  id @0 :UInt64;             # Use with SandboxOptions.fromSnapshot, Sandbox.restore, deleteSnapshot.
+  label @1 :Text;            # The name given when it was taken; may be empty.
+  sandbox @2 :Text;          # The sandbox it was taken of (it may be gone since),
+  sandboxId @3 :UInt64;      # and its incarnation.
+  createdAtMs @4 :UInt64;    # ms since the Unix epoch.
+  pauseUs @5 :UInt64;        # How long the sandbox's processes were frozen (0: it did not run).
+  ports @6 :List(UInt32);    # Its exposed ports then.
+  processes @7 :List(SnapshotProcess);  # Its running background processes then.
+}
+
+struct SnapshotProcess {
+  id @0 :Text;
+  command @1 :List(Text);
 }
 
 struct JournalEntry {
@@ -87,6 +110,11 @@ struct SandboxOptions {
   diskBytes @7 :UInt64;
   # For a new sandbox: the most its writable layer may hold; 0 = the daemon's default
   # (--sandbox-disk). Writes beyond it fail inside with "Disk quota exceeded".
+  fromSnapshot @8 :UInt64;
+  # For a new sandbox: its files start as those of this snapshot (Sandbox.snapshot): what was
+  # written, sessions, and restart_on_wake processes, which start again. A copy on write:
+  # milliseconds, whatever the size. Fails with already_exists when `name` exists, not_found
+  # for an unknown snapshot, unavailable when the daemon has no disk pool.
 }
 
 enum SandboxState {
@@ -190,6 +218,17 @@ interface Sandbox {
   # Revokes the URL at once: its requests get 404 from then on.
   listExposedPorts @16 () -> (ports :List(ExposedPort));
   # Its exposed ports, by port. Does not wake it.
+
+  snapshot @17 (label :Text) -> (snapshot :SnapshotInfo);
+  # Captures its files (everything it wrote over the base image, its sessions and the specs
+  # of its restart_on_wake processes; not /tmp, a memory filesystem) as an immutable
+  # snapshot, journaled. A running sandbox is frozen only for that moment (see pauseUs) and
+  # keeps running; a hibernated one is not woken. `label`: empty or at most 63 of a-z, 0-9,
+  # '-', '_'. Fails with unavailable when the daemon has no disk pool (btrfs).
+
+  fork @18 (names :List(Text)) -> (snapshot :SnapshotInfo, sandboxes :List(SandboxInfo));
+  # A snapshot of it (kept, labelled "fork"), then one new, running sandbox per name (1-16
+  # names, none may exist) started from it: each sees its files, writes stay its own.
 }
 
 struct ExposedPort {

@@ -44,3 +44,27 @@ TEST_CASE("the registry holds 100,000 sandboxes and snapshots them exactly", "[r
   CHECK(restored.names.at("sandbox-78").hibernated);
   CHECK(restored.names.at("sandbox-99999").id == 99999);
 }
+
+TEST_CASE("the registry keeps snapshots until deleted, also after their sandbox, and in its snapshot", "[registry][snapshots]") {
+  registry_record rec;
+  std::uint64_t seq = 0;
+  auto put = [&](wire::event e) { apply(rec, wire::envelope{++seq, 1000 + seq, false, std::move(e)}); };
+  put(wire::sandbox_created{"src", 1});
+  put(wire::snapshot_taken{2, "base", "src", 1, 1500, {8080}, {{"web", {"npm", "start"}}}});
+  CHECK(rec.next_id == 3);  // Snapshots and incarnations share the id sequence.
+  put(wire::sandbox_created{"fork", 3, 2});
+  put(wire::sandbox_destroyed{"src", 1});
+  REQUIRE(rec.snapshots.count(2));
+  CHECK(rec.snapshots[2].taken.name == "src");
+  CHECK(rec.snapshots[2].at_ms == 1002);
+  auto back = from_snapshot(*wire::decode_registry_snapshot(wire::encode_snapshot(to_snapshot(rec))));
+  CHECK(back.snapshots == rec.snapshots);
+  CHECK(back.next_id == 4);
+  put(wire::snapshot_deleted{2});
+  CHECK(rec.snapshots.empty());
+  CHECK(rec.names.count("fork"));
+  CHECK_FALSE(validate_snapshot_label(""));
+  CHECK_FALSE(validate_snapshot_label("before-upgrade_2"));
+  CHECK(validate_snapshot_label("Upper"));
+  CHECK(validate_snapshot_label(std::string(64, 'a')));
+}

@@ -87,6 +87,16 @@ std::vector<envelope> golden_v7() {
   return all;
 }
 
+// Schema v8 added snapshots of sandboxes' files and sandboxes created from them.
+std::vector<envelope> golden_v8() {
+  auto all = golden_v7();
+  all.push_back({20, 1764400001900, false,
+                 snapshot_taken{21, "base", "demo", 7, 1850, {3000, 8080}, {{"web", {"npm", "start"}}}}});
+  all.push_back({21, 1764400002000, false, sandbox_created{"demo-1", 22, 21}});
+  all.push_back({22, 1764400002100, false, snapshot_deleted{21}});
+  return all;
+}
+
 void check_golden(const std::string& file, const std::vector<envelope>& expected) {
   std::ifstream in(std::string(WARREN_FIXTURES_DIR) + "/" + file);
   REQUIRE(in);
@@ -106,7 +116,7 @@ void check_golden(const std::string& file, const std::vector<envelope>& expected
 }  // namespace
 
 TEST_CASE("every event kind survives encode and decode", "[codec]") {
-  for (auto& e : golden_v7()) {
+  for (auto& e : golden_v8()) {
     auto d = decode_envelope(encode_envelope(e));
     INFO(event_kind(e.body));
     REQUIRE(d.error.empty());
@@ -123,10 +133,11 @@ TEST_CASE("the golden journals of every schema version still decode to the same 
   check_golden("journal-v5.hex", golden_v5());
   check_golden("journal-v6.hex", golden_v6());
   check_golden("journal-v7.hex", golden_v7());
+  check_golden("journal-v8.hex", golden_v8());
 }
 
 TEST_CASE("every event kind has a JSON form and a summary for the journal tools", "[codec]") {
-  for (auto& e : golden_v7()) {
+  for (auto& e : golden_v8()) {
     auto json = event_json(e.body);
     CHECK(json.front() == '{');
     CHECK(json.back() == '}');
@@ -153,10 +164,10 @@ TEST_CASE("corrupt journal bytes are reported, not thrown", "[codec]") {
 
 // Regenerates the fixture (only for a new schema version): build/bin/warren_unit_tests "[.golden]"
 TEST_CASE("write the newest golden journal", "[.golden]") {
-  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v7.hex");
-  out << "# Journal events of schema v7, one encoded envelope per line (hex). Never edit: add a\n"
+  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v8.hex");
+  out << "# Journal events of schema v8, one encoded envelope per line (hex). Never edit: add a\n"
          "# new file for a new schema version; every file must keep decoding.\n";
-  for (auto& e : golden_v7()) out << hex(encode_envelope(e)) << "\n";
+  for (auto& e : golden_v8()) out << hex(encode_envelope(e)) << "\n";
   REQUIRE(out.good());
 }
 
@@ -187,6 +198,7 @@ TEST_CASE("snapshots round-trip and an unknown version or garbage is no snapshot
   r.seq = 5;
   r.next_id = 12;
   r.entries = {{"a", 1, 10, 600000, false, true}, {"b", 11, 20, 1000, true, false}};
+  r.snapshots = {{{12, "base", "a", 1, 900, {3000}, {{"web", {"npm", "start"}}}}, 1234}};
   auto rb = decode_registry_snapshot(encode_snapshot(r));
   REQUIRE(rb);
   CHECK(*rb == r);

@@ -92,4 +92,9 @@ int cmd_ps(connection& c, const options& o);
 int cmd_logs(connection& c, const options& o);
 int cmd_kill(connection& c, const options& o);
 
+/// snapshots.cpp: snapshot, snapshots, fork.
+int cmd_snapshot(connection& c, const options& o);
+int cmd_snapshots(connection& c, const options& o);
+int cmd_fork(connection& c, const options& o);
+
 }  // namespace warren::cli

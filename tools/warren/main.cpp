@@ -47,8 +47,10 @@ commands:
         --finish-on-disconnect: if warren is interrupted, the command runs to its end
         (default: it is killed).
   create NAME [--sleep-after DURATION] [--keep-alive] [--memory SIZE] [--pids N] [--cpus N] [--disk SIZE]
+        [--from SNAPSHOT]
         create a sandbox (exec creates one too, with the defaults: sleep after 10m and the
-        daemon's limits); SIZE like 512M or 2G, --cpus like 0.5
+        daemon's limits); SIZE like 512M or 2G, --cpus like 0.5; --from: its files start as
+        those of a snapshot (a copy on write: milliseconds)
   set NAME [--sleep-after DURATION] [--keep-alive on|off] [--memory SIZE] [--pids N] [--cpus N] [--disk SIZE]
         change when a sandbox hibernates, or its limits (at once if it runs)
   sleep NAME
@@ -90,6 +92,14 @@ commands:
         revoke that URL
   ports NAME
         the sandbox's exposed ports: PORT NAME URL
+  snapshot NAME [--label LABEL]
+        capture the sandbox's files as a snapshot (prints its id); a running sandbox is
+        frozen only for that moment and keeps running
+  snapshots [rm ID...]
+        list snapshots (ID LABEL SANDBOX PAUSE_MS PROCESSES), or delete some
+  fork NAME [--count N] [--name NEW]...
+        snapshot the sandbox and start N new sandboxes from it (default names NAME-1,
+        NAME-2 ...; prints them)
   sessions NAME
         list the sandbox's shell sessions and their working directories
   session NAME new SESSION [--env K=V]... [--cwd DIR]
@@ -460,8 +470,20 @@ void parse_lifecycle(const options& o, std::uint64_t& sleep_ms, bool& keep, bool
   }
 }
 
-int cmd_create(connection& c, const options& o) {
-  if (o.rest.size() < 2) die("create needs a sandbox name", exit_usage);
+int cmd_create(connection& c, const options& given) {
+  if (given.rest.size() < 2) die("create needs a sandbox name", exit_usage);
+  // --from SNAPSHOT is ours; the rest are lifecycle and limits.
+  auto o = given;
+  std::uint64_t from = 0;
+  for (std::size_t i = 2; i < o.rest.size(); ++i) {
+    if (o.rest[i] != "--from") continue;
+    if (i + 1 >= o.rest.size()) die("--from needs a snapshot id", exit_usage);
+    char* end = nullptr;
+    from = std::strtoull(o.rest[i + 1].c_str(), &end, 10);
+    if (*end != '\0' || from == 0) die("--from takes a snapshot id (see warren snapshots), got '" + o.rest[i + 1] + "'", exit_usage);
+    o.rest.erase(o.rest.begin() + static_cast<std::ptrdiff_t>(i), o.rest.begin() + static_cast<std::ptrdiff_t>(i + 2));
+    break;
+  }
   std::uint64_t sleep_ms = 600000;
   bool keep = false;
   create_limits limits;
@@ -475,6 +497,7 @@ int cmd_create(connection& c, const options& o) {
   opts.setPidsMax(static_cast<std::uint32_t>(limits.pids));
   opts.setCpuMillis(static_cast<std::uint32_t>(limits.cpu_millis));
   opts.setDiskBytes(limits.disk_bytes);
+  opts.setFromSnapshot(from);
   auto res = req.send().wait(c.io.waitScope);
   if (o.json) std::printf("%s\n", info_json(res.getInfo()).c_str());
   else std::printf("%s\n", res.getInfo().getName().cStr());
@@ -768,7 +791,7 @@ int main(int argc, char** argv) {
     }
   }
   auto& cmd = o.rest[0];
-  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage", "cp", "cat", "ls-files", "sessions", "session", "start", "ps", "logs", "kill", "expose", "unexpose", "ports"};
+  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage", "cp", "cat", "ls-files", "sessions", "session", "start", "ps", "logs", "kill", "expose", "unexpose", "ports", "snapshot", "snapshots", "fork"};
   if (std::find(std::begin(commands), std::end(commands), cmd) == std::end(commands))
     die("unknown command '" + cmd + "' (see --help)", exit_usage);
 
@@ -790,6 +813,9 @@ int main(int argc, char** argv) {
     if (cmd == "logs") return cmd_logs(*c, o);
     if (cmd == "kill") return cmd_kill(*c, o);
     if (cmd == "expose") return cmd_expose(*c, o);
+    if (cmd == "snapshot") return cmd_snapshot(*c, o);
+    if (cmd == "snapshots") return cmd_snapshots(*c, o);
+    if (cmd == "fork") return cmd_fork(*c, o);
     if (cmd == "unexpose") return cmd_unexpose(*c, o);
     if (cmd == "ports") return cmd_ports(*c, o);
     if (cmd == "cat") return cmd_cat(*c, o);

@@ -207,6 +207,10 @@ struct pool_quota final : warren::actors::disk_quota {
     return pool.apply(id, dir, limit);
   }
   warren::error set_limit(std::uint64_t id, std::uint64_t limit) override { return pool.set_limit(id, limit); }
+  warren::error snapshot(const std::string& src, const std::string& dst, bool read_only) override {
+    return pool.snapshot(src, dst, read_only);
+  }
+  warren::error remove(const std::string& dir) override { return pool.remove_subvolume(dir); }
   bool usage(std::uint64_t id, std::uint64_t& used, std::uint64_t& limit) override {
     auto u = pool.usage(id);
     if (!u) return false;

@@ -1,0 +1,114 @@
+// Snapshots and forks end to end: the files of a running sandbox captured while it keeps
+// running, sandboxes made from them that share nothing they write, and the journal.
+#include <catch2/catch.hpp>
+
+#include "integration/harness.hpp"
+
+using namespace warren::testing;
+
+namespace {
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+}  // namespace
+
+TEST_CASE("snapshots: fork a running sandbox 4 times, writes stay apart, the source keeps running", "[e2e][snapshots]") {
+  warrend_process d;
+  // A workspace with a dependency tree and a server that comes back after every start.
+  REQUIRE(d.warren({"exec", "src", "--shell", "--",
+                    "mkdir -p /workspace/app/node_modules/a/lib /workspace/app/node_modules/b && "
+                    "for i in $(seq 1 200); do echo \"module $i\" > /workspace/app/node_modules/a/lib/m$i.js; done && "
+                    "echo '{\"name\":\"app\"}' > /workspace/app/package.json && "
+                    "head -c 3000000 /dev/urandom > /workspace/app/node_modules/b/blob && "
+                    "sha256sum /workspace/app/node_modules/b/blob | cut -c1-64 > /workspace/blob.sum"})
+              .code == 0);
+  auto sum = d.warren({"exec", "src", "--", "cat", "/workspace/blob.sum"}).out;
+  REQUIRE(sum.size() == 65);
+  REQUIRE(d.warren({"exec", "src", "--session", "dev", "--shell", "--", "export STAGE=snap; cd /workspace/app"}).code == 0);
+  REQUIRE(d.warren({"start", "src", "--id", "web", "--restart-on-wake", "--", "python3", "-m", "http.server", "8000",
+                    "--bind", "127.0.0.1"})
+              .code == 0);
+
+  auto snap = d.warren({"snapshot", "src", "--label", "base", "--json"});
+  REQUIRE(snap.code == 0);
+  INFO(snap.out << snap.err);
+  CHECK(snap.out.find("\"label\":\"base\"") != std::string::npos);
+  CHECK(snap.out.find("\"processes\":[{\"id\":\"web\"") != std::string::npos);
+  CHECK(snap.out.find("\"pauseUs\":0,") == std::string::npos);  // It ran: it was frozen, briefly.
+  auto id = snap.out.substr(6, snap.out.find(',') - 6);
+
+  // The source was not stopped: its server is the same process, its files writable.
+  CHECK(d.warren({"ps", "src", "--status", "running"}).out.find("web") != std::string::npos);
+  REQUIRE(d.warren({"exec", "src", "--shell", "--", "echo later > /workspace/after-snapshot"}).code == 0);
+
+  auto forked = d.warren({"fork", "src", "--count", "4"});
+  REQUIRE(forked.code == 0);
+  CHECK(forked.out == "src-1\nsrc-2\nsrc-3\nsrc-4\n");
+  for (auto name : {"src-1", "src-2", "src-3", "src-4"}) {
+    INFO(name);
+    CHECK(d.warren({"exec", name, "--", "cat", "/workspace/blob.sum"}).out == sum);
+    CHECK(d.warren({"exec", name, "--shell", "--", "sha256sum /workspace/app/node_modules/b/blob | cut -c1-64"}).out ==
+          sum);
+    CHECK(d.warren({"exec", name, "--shell", "--", "ls /workspace/app/node_modules/a/lib | wc -l"}).out == "200\n");
+    // The fork was taken after the write above; the sessions came along.
+    CHECK(d.warren({"exec", name, "--", "cat", "/workspace/after-snapshot"}).out == "later\n");
+    CHECK(d.warren({"exec", name, "--session", "dev", "--shell", "--", "echo $STAGE $(pwd)"}).out ==
+          "snap /workspace/app\n");
+  }
+  // Its restart_on_wake server started again in each fork.
+  CHECK(eventually([&] { return d.warren({"ps", "src-1", "--status", "running"}).out.find("web") != std::string::npos; }));
+
+  // Writes stay where they were made.
+  REQUIRE(d.warren({"exec", "src-1", "--shell", "--", "echo mine > /workspace/app/only-1 && rm /workspace/app/package.json"})
+              .code == 0);
+  CHECK(d.warren({"exec", "src-2", "--", "test", "-e", "/workspace/app/only-1"}).code == 1);
+  CHECK(d.warren({"exec", "src", "--", "test", "-e", "/workspace/app/only-1"}).code == 1);
+  CHECK(d.warren({"exec", "src-2", "--", "cat", "/workspace/app/package.json"}).code == 0);
+  CHECK(d.warren({"exec", "src", "--", "cat", "/workspace/app/package.json"}).code == 0);
+
+  // A sandbox from the first snapshot has the files of that moment only.
+  REQUIRE(d.warren({"create", "then", "--from", id}).code == 0);
+  CHECK(d.warren({"exec", "then", "--", "test", "-e", "/workspace/after-snapshot"}).code == 1);
+  CHECK(d.warren({"exec", "then", "--", "cat", "/workspace/blob.sum"}).out == sum);
+
+  // Hibernation and waking keep a fork's files.
+  REQUIRE(d.warren({"sleep", "src-1"}).code == 0);
+  CHECK(d.warren({"exec", "src-1", "--", "cat", "/workspace/app/only-1"}).out == "mine\n");
+
+  // Bad input.
+  CHECK(d.warren({"create", "src-2", "--from", id}).err.find("sandbox src-2 exists") != std::string::npos);
+  CHECK(d.warren({"create", "nope", "--from", "999999"}).err.find("no snapshot 999999") != std::string::npos);
+  CHECK(d.warren({"snapshot", "src", "--label", "Bad Label"}).err.find("snapshot labels are") != std::string::npos);
+  auto snapshots_before = d.warren({"snapshots"}).out;
+  CHECK(d.warren({"fork", "src", "--name", "src-2"}).err.find("sandbox src-2 exists") != std::string::npos);
+  CHECK(d.warren({"snapshots"}).out == snapshots_before);  // Refused before any snapshot.
+
+  // The journal has it; the snapshot outlives its sandbox and survives a daemon crash.
+  CHECK(d.warren({"journal", "then"}).out.find("from snapshot " + id) != std::string::npos);
+  REQUIRE(d.warren({"rm", "src"}).code == 0);
+  d.stop(SIGKILL);
+  d.start();
+  auto list = d.warren({"snapshots"}).out;
+  INFO(list);
+  CHECK(list.find(id + " ") != std::string::npos);
+  CHECK(list.find("base") != std::string::npos);
+  REQUIRE(d.warren({"create", "again", "--from", id}).code == 0);
+  CHECK(d.warren({"exec", "again", "--", "cat", "/workspace/blob.sum"}).out == sum);
+
+  // Deleting a snapshot leaves the sandboxes made from it intact (they hold copies on write).
+  REQUIRE(d.warren({"snapshots", "rm", id}).code == 0);
+  CHECK(d.warren({"snapshots"}).out.find("base") == std::string::npos);
+  CHECK(d.warren({"snapshots", "rm", id}).err.find("no snapshot") != std::string::npos);
+  CHECK(d.warren({"exec", "then", "--", "cat", "/workspace/blob.sum"}).out == sum);
+  CHECK(d.warren({"create", "late", "--from", id}).err.find("no snapshot") != std::string::npos);
+  CHECK_FALSE(first_line(d.warren({"ls"}).out).empty());
+}
+
+TEST_CASE("snapshots need the disk pool and say so", "[e2e][snapshots]") {
+  warrend_process d({"--disk-pool", "off"});
+  REQUIRE(d.warren({"exec", "plain", "--", "true"}).code == 0);
+  auto r = d.warren({"snapshot", "plain"});
+  CHECK(r.code != 0);
+  CHECK(r.err.find("disk pool") != std::string::npos);
+  CHECK(d.warren({"snapshots"}).out.find("plain") == std::string::npos);
+}
