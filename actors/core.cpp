@@ -171,6 +171,11 @@ void core::snapshot(std::string name, std::uint64_t id, std::string label, callb
                             std::move(label));
 }
 
+void core::restore(std::string name, std::uint64_t id, std::uint64_t snapshot_id, callback<actors::sandbox_info> done) {
+  impl_->ask<actors::sandbox_info>(impl_->timeout() * 3, std::move(done), wr_restore_atom::value, std::move(name), id,
+                                   snapshot_id);
+}
+
 void core::list_snapshots(callback<std::vector<snapshot_info>> done) {
   impl_->ask<std::vector<snapshot_info>>(impl_->timeout(), std::move(done), wr_snaps_atom::value);
 }

@@ -107,6 +107,10 @@ class core {
   /// sandbox). A running sandbox is frozen for the moment it takes and keeps running; a
   /// hibernated one is not woken. Fails with unavailable without the disk pool.
   void snapshot(std::string name, std::uint64_t id, std::string label, callback<snapshot_info> done);
+  /// Replaces the sandbox's files by a snapshot's: its processes stop (running ones are
+  /// recorded as lost), then it starts again on the snapshot's files (restart_on_wake
+  /// processes come back). Fails with busy while a command runs.
+  void restore(std::string name, std::uint64_t id, std::uint64_t snapshot_id, callback<actors::sandbox_info> done);
   /// Every snapshot, by id.
   void list_snapshots(callback<std::vector<snapshot_info>> done);
   /// Deletes a snapshot and its files. Value: whether it existed. Sandboxes made from it keep

@@ -42,6 +42,7 @@ using wr_lookup_atom = caf::atom_constant<caf::atom("wr_lookup")>;
 using wr_snap_atom = caf::atom_constant<caf::atom("wr_snap")>;
 using wr_snaps_atom = caf::atom_constant<caf::atom("wr_snaps")>;
 using wr_snapdel_atom = caf::atom_constant<caf::atom("wr_snapdel")>;
+using wr_restore_atom = caf::atom_constant<caf::atom("wr_restore")>;
 
 /// CAF error category of warren::errc.
 using wr_error_atom = caf::atom_constant<caf::atom("warren")>;

@@ -515,6 +515,15 @@ caf::behavior registry_behavior(registry_actor* self) {
       [=](wr_snap_atom, std::string& name, std::uint64_t id, std::string& label) {
         return gated<snapshot_info>(self, [=](caf::response_promise rp) { handle_snapshot(self, name, id, label, rp); });
       },
+      [=](wr_restore_atom, std::string& name, std::uint64_t id, std::uint64_t snap_id) {
+        return gated<sandbox_info>(self, [=](caf::response_promise rp) {
+          auto& s = self->state;
+          if (!s.rec.snapshots.count(snap_id))
+            return (void)rp.deliver(to_caf(make_error(errc::not_found, "no snapshot " + std::to_string(snap_id))));
+          forward<sandbox_info>(self, name, id, caf::make_message(wr_restore_atom::value, snap_id, s.layout->snapshot_dir(snap_id)),
+                                rp, start_timeout(s));
+        });
+      },
       [=](wr_snaps_atom) -> std::vector<snapshot_info> {
         std::vector<snapshot_info> out;
         for (auto& [id, snap] : self->state.rec.snapshots) out.push_back(info_of(snap));

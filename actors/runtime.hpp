@@ -76,6 +76,13 @@ class sandbox_runtime {
   virtual error clone_files(const std::string& snapshot_dir, const std::string& dir);
   /// Deletes a snapshot's directory; a missing one is success.
   virtual error remove_snapshot(const std::string& snapshot_dir);
+  /// Replacing a stopped sandbox's files by a snapshot's, in two steps that survive a crash
+  /// between them: stage_restore makes a copy of `snapshot_dir` beside `dir`, marked with
+  /// `restore_count`; settle_restore (once the restore is journaled, and before every start)
+  /// puts a staged copy marked with `restore_count` in place of `dir`, and deletes any
+  /// other leftover (a copy whose restore never reached the journal).
+  virtual error stage_restore(const std::string& snapshot_dir, const std::string& dir, std::uint64_t restore_count);
+  virtual error settle_restore(const std::string& dir, std::uint64_t restore_count);
 };
 
 inline error snapshots_unavailable() {
@@ -87,5 +94,9 @@ inline error sandbox_runtime::snapshot_files(std::uint64_t, const std::string&, 
 }
 inline error sandbox_runtime::clone_files(const std::string&, const std::string&) { return snapshots_unavailable(); }
 inline error sandbox_runtime::remove_snapshot(const std::string&) { return {}; }
+inline error sandbox_runtime::stage_restore(const std::string&, const std::string&, std::uint64_t) {
+  return snapshots_unavailable();
+}
+inline error sandbox_runtime::settle_restore(const std::string&, std::uint64_t) { return {}; }
 
 }  // namespace warren::actors

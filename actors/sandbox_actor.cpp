@@ -155,6 +155,9 @@ void ensure_running(sandbox_actor* self, std::function<void(const error&)> then)
                                  ensure_running(self, then);
                                });
   }
+  // A restore that was journaled but not yet put in place (a crash in between) is finished
+  // now; one that never reached the journal is dropped.
+  if (auto e = st.runtime->settle_restore(st.spec.dir, st.rec.restores)) return then(e);
   st.status = sandbox_status::starting;
   st.spec.memory_bytes = st.rec.config.limits.memory_bytes;  // Limits apply from each start.
   st.spec.pids_max = st.rec.config.limits.pids_max;
@@ -457,6 +460,44 @@ caf::behavior sandbox_behavior(sandbox_actor* self) {
               info.process_argvs.push_back(p.argv);
             }
           rp.deliver(std::move(info));
+        });
+        return rp;
+      },
+      [=](wr_restore_atom, std::uint64_t snapshot_id, std::string& snapshot_dir) -> caf::result<sandbox_info> {
+        auto rp = self->make_response_promise<sandbox_info>();
+        self->state.gate.run([=]() mutable {
+          auto& st = self->state;
+          if (st.retired) return (void)rp.deliver(to_caf(make_error(errc::unavailable, "the sandbox is stopping")));
+          if (!st.rec.open_execs.empty() || st.holds > 0)
+            return (void)rp.deliver(to_caf(make_error(
+                errc::busy, "a command or file operation is running in sandbox " + st.rec.name +
+                                "; it can be restored once they have finished")));
+          touch(self);
+          // The snapshot's files are staged beside the sandbox's first (the sandbox runs on
+          // meanwhile); then it stops, the restore is journaled, and the copy takes its place.
+          auto count = st.rec.restores + 1;
+          if (auto e = st.runtime->stage_restore(snapshot_dir, st.spec.dir, count)) return (void)rp.deliver(to_caf(e));
+          auto stopped = [=]() mutable {
+            auto& s = self->state;
+            std::vector<wire::event> events{wire::sandbox_restored{snapshot_id}};
+            for (auto& p : s.rec.processes)
+              if (p.status == 0) events.push_back(wire::process_ended{p.process_id, 3, 0, 0});
+            write(self, std::move(events), [=](const error& e) mutable {
+              auto& s = self->state;
+              // Settling with the count now in the state puts the copy in place, or (when the
+              // journal refused) drops it.
+              if (auto f = s.runtime->settle_restore(s.spec.dir, s.rec.restores))
+                spdlog::error("event=restore_settle_failed sandbox={} reason=\"{}\"", s.rec.name, f.message);
+              if (e) return (void)rp.deliver(to_caf(e));
+              spdlog::info("event=sandbox_restored sandbox={} id={} snapshot={}", s.rec.name, s.rec.id, snapshot_id);
+              ensure_running(self, [=](const error& e) mutable {
+                if (e) rp.deliver(to_caf(e));
+                else rp.deliver(make_info(self->state));
+              });
+            });
+          };
+          if (st.status == sandbox_status::running || st.status == sandbox_status::starting) stop_runtime(self, stopped);
+          else stopped();
         });
         return rp;
       },

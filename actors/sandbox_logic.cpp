@@ -75,6 +75,7 @@ void apply(sandbox_record& rec, const wire::envelope& e) {
                    std::erase_if(rec.ports, [&](auto& p) { return p.port == x.port; });
                  },
                  // Registry events: nothing of a sandbox's own state.
+                 [&](const wire::sandbox_restored&) { ++rec.restores; },
                  [&](const wire::snapshot_taken&) {},
                  [&](const wire::snapshot_deleted&) {},
              },
@@ -217,6 +218,7 @@ wire::sandbox_snapshot to_snapshot(const sandbox_record& rec) {
   s.keep_alive = rec.config.keep_alive;
   s.hibernated = rec.hibernated;
   s.hibernations = rec.hibernations;
+  s.restores = rec.restores;
   s.memory_bytes = rec.config.limits.memory_bytes;
   s.pids_max = rec.config.limits.pids_max;
   s.cpu_millis = rec.config.limits.cpu_millis;
@@ -237,6 +239,7 @@ sandbox_record from_snapshot(const wire::sandbox_snapshot& s) {
   rec.config = {s.sleep_after_ms, s.keep_alive, {s.memory_bytes, s.pids_max, s.cpu_millis, s.disk_bytes}};
   rec.hibernated = s.hibernated;
   rec.hibernations = s.hibernations;
+  rec.restores = s.restores;
   rec.processes = s.processes;
   rec.ports = s.ports;
   return rec;
@@ -255,7 +258,7 @@ std::string record_json(const sandbox_record& rec) {
          ",\"sleepAfterMs\":" + std::to_string(rec.config.sleep_after_ms) +
          ",\"keepAlive\":" + (rec.config.keep_alive ? "true" : "false") +
          ",\"hibernated\":" + (rec.hibernated ? "true" : "false") +
-         ",\"hibernations\":" + std::to_string(rec.hibernations) +
+         ",\"hibernations\":" + std::to_string(rec.hibernations) + ",\"restores\":" + std::to_string(rec.restores) +
          ",\"memoryBytes\":" + std::to_string(rec.config.limits.memory_bytes) +
          ",\"pidsMax\":" + std::to_string(rec.config.limits.pids_max) +
          ",\"cpuMillis\":" + std::to_string(rec.config.limits.cpu_millis) +

@@ -44,6 +44,7 @@ struct sandbox_record {
   sandbox_config config;
   bool hibernated = false;          ///< Asleep since its last sandbox_hibernated.
   std::uint64_t hibernations = 0;   ///< How many times it went to sleep.
+  std::uint64_t restores = 0;       ///< How many times a snapshot replaced its files.
   std::vector<wire::process_entry> processes;  ///< Background processes, oldest first (at most 100).
   std::vector<wire::exposed_port> ports;        ///< Preview URLs, by port.
 };

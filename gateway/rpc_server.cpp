@@ -687,6 +687,13 @@ class sandbox_impl final : public wire::Sandbox::Server {
   }
   static constexpr std::size_t max_forks = 16;
 
+  kj::Promise<void> restore(RestoreContext context) override {
+    auto snap = context.getParams().getSnapshotId();
+    return ctx_.calls
+        .call<actors::sandbox_info>([this, snap](auto cb) { ctx_.core.restore(name_, id_, snap, std::move(cb)); })
+        .then([context](actors::sandbox_info i) mutable { fill(context.getResults().initInfo(), i); });
+  }
+
   kj::Promise<void> files(FilesContext context) override {
     context.getResults().setFiles(
         capnp::Capability::Client(kj::heap<files_proxy>(ctx_, name_, id_)).castAs<wire::Files>());

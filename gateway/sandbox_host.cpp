@@ -156,6 +156,53 @@ error sandbox_host::remove_snapshot(const std::string& snapshot_dir) {
   return options_.disk->remove(snapshot_dir);
 }
 
+namespace {
+// The mark of a staged restore: a file at the root of the staged subvolume (beside upper/,
+// never inside the sandbox's view).
+constexpr const char* restore_mark = "/.warren-restore";
+}  // namespace
+
+error sandbox_host::stage_restore(const std::string& snapshot_dir, const std::string& dir, std::uint64_t restore_count) {
+  if (!options_.disk) return actors::snapshots_unavailable();
+  auto staged = dir + ".restore";
+  if (auto e = options_.disk->remove(staged)) return e;
+  if (auto e = options_.disk->snapshot(snapshot_dir, staged, false)) return e;
+  auto mark = staged + restore_mark;
+  int fd = ::open(mark.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  auto text = std::to_string(restore_count);
+  bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!ok) {
+    options_.disk->remove(staged);
+    return make_error(errc::internal, "cannot mark the staged restore " + staged + ": " + std::strerror(errno));
+  }
+  return {};
+}
+
+error sandbox_host::settle_restore(const std::string& dir, std::uint64_t restore_count) {
+  if (!options_.disk) return {};
+  auto staged = dir + ".restore", old = dir + ".old";
+  if (::access(staged.c_str(), F_OK) == 0) {
+    char buf[32] = {};
+    int fd = ::open((staged + restore_mark).c_str(), O_RDONLY | O_CLOEXEC);
+    auto n = fd >= 0 ? ::read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0) ::close(fd);
+    if (n > 0 && std::strtoull(buf, nullptr, 10) == restore_count) {
+      // Journaled: the staged copy becomes the sandbox's directory (two renames, then the
+      // old files go).
+      if (auto e = options_.disk->remove(old)) return e;
+      if (::access(dir.c_str(), F_OK) == 0 && ::rename(dir.c_str(), old.c_str()) < 0)
+        return make_error(errc::internal, "cannot move " + dir + " aside: " + std::strerror(errno));
+      if (::rename(staged.c_str(), dir.c_str()) < 0)
+        return make_error(errc::internal, "cannot put the restored files in place: " + std::string(std::strerror(errno)));
+      ::unlink((dir + restore_mark).c_str());
+    } else if (auto e = options_.disk->remove(staged)) {
+      return e;  // A restore that never reached the journal.
+    }
+  }
+  return options_.disk->remove(old);
+}
+
 error sandbox_host::update_limits(std::uint64_t sandbox_id, const actors::sandbox_limits& limits) {
   cgroup_limits own{limits.memory_bytes, limits.pids_max, limits.cpu_millis};
   auto disk = disk_limit(limits.disk_bytes);

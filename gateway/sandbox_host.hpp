@@ -50,6 +50,8 @@ class sandbox_host final : public actors::sandbox_runtime {
                        std::uint64_t& pause_us) override;
   error clone_files(const std::string& snapshot_dir, const std::string& dir) override;
   error remove_snapshot(const std::string& snapshot_dir) override;
+  error stage_restore(const std::string& snapshot_dir, const std::string& dir, std::uint64_t restore_count) override;
+  error settle_restore(const std::string& dir, std::uint64_t restore_count) override;
   /// OOM kills so far in the sandbox's memory cgroup (KJ thread; a small file read).
   std::uint64_t oom_kills(std::uint64_t sandbox_id) const { return cgroups_.oom_kills(sandbox_id); }
 

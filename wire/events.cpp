@@ -142,6 +142,8 @@ std::string encode_envelope(const envelope& e) {
           encode_snapshot_taken(ev.initSnapshotTaken(), x);
         } else if constexpr (std::is_same_v<T, snapshot_deleted>) {
           ev.initSnapshotDeleted().setSnapshotId(x.snapshot_id);
+        } else if constexpr (std::is_same_v<T, sandbox_restored>) {
+          ev.initSandboxRestored().setSnapshotId(x.snapshot_id);
         } else {
           static_assert(always_false<T>, "event kind without an encoder");
         }
@@ -235,6 +237,9 @@ decoded decode_envelope(std::string_view bytes) {
       case j::Envelope::Event::SNAPSHOT_DELETED:
         e.body = snapshot_deleted{ev.getSnapshotDeleted().getSnapshotId()};
         break;
+      case j::Envelope::Event::SANDBOX_RESTORED:
+        e.body = sandbox_restored{ev.getSandboxRestored().getSnapshotId()};
+        break;
       default:
         // A kind written by a newer daemon.
         if (e.skippable) {
@@ -260,7 +265,7 @@ const char* event_kind(const event& e) {
                                           "exec_finished",      "sandbox_hibernated", "sandbox_woke",
                                           "sandbox_configured", "process_started",  "process_ended",
                                           "port_exposed",       "port_unexposed",   "snapshot_taken",
-                                          "snapshot_deleted"};
+                                          "snapshot_deleted",   "sandbox_restored"};
   static_assert(std::size(kinds) == std::variant_size_v<event>);
   return kinds[e.index()];
 }
@@ -306,7 +311,7 @@ std::string event_json(const event& e) {
             f += std::string(i ? "," : "") + "{\"processId\":" + json_quote(x.processes[i].process_id) +
                  ",\"argv\":" + json_list(x.processes[i].argv) + "}";
           f += "]";
-        } else if constexpr (std::is_same_v<T, snapshot_deleted>) {
+        } else if constexpr (std::is_same_v<T, snapshot_deleted> || std::is_same_v<T, sandbox_restored>) {
           f += ",\"snapshotId\":" + std::to_string(x.snapshot_id);
         } else if constexpr (std::is_same_v<T, exec_started>) {
           f += ",\"execId\":" + std::to_string(x.exec_id) + ",\"argv\":" + json_list(x.argv) +
@@ -395,6 +400,8 @@ std::string event_summary(const event& e) {
                  " taken of " + x.name + (x.pause_us ? ", paused " + std::to_string(x.pause_us) + " us" : "");
         } else if constexpr (std::is_same_v<T, snapshot_deleted>) {
           return "snapshot " + std::to_string(x.snapshot_id) + " deleted";
+        } else if constexpr (std::is_same_v<T, sandbox_restored>) {
+          return "restored from snapshot " + std::to_string(x.snapshot_id);
         } else {
           return "configured: " + (x.keep_alive ? std::string("keep alive") : "sleep after " + std::to_string(x.sleep_after_ms / 1000) + " s");
         }

@@ -136,6 +136,12 @@ struct snapshot_taken {
   bool operator==(const snapshot_taken&) const = default;
 };
 
+/// A sandbox's files were replaced by a snapshot's (sandbox stream, schema v9).
+struct sandbox_restored {
+  std::uint64_t snapshot_id = 0;
+  bool operator==(const sandbox_restored&) const = default;
+};
+
 /// A snapshot and its files were deleted (registry stream, schema v8).
 struct snapshot_deleted {
   std::uint64_t snapshot_id = 0;
@@ -144,7 +150,7 @@ struct snapshot_deleted {
 
 using event = std::variant<sandbox_created, sandbox_destroyed, exec_started, exec_finished, sandbox_hibernated,
                            sandbox_woke, sandbox_configured, process_started, process_ended, port_exposed,
-                           port_unexposed, snapshot_taken, snapshot_deleted>;
+                           port_unexposed, snapshot_taken, snapshot_deleted, sandbox_restored>;
 
 /// One journal entry: position, time and the event.
 struct envelope {

@@ -24,6 +24,7 @@ struct Envelope {
     portUnexposed @13 :PortUnexposed;
     snapshotTaken @14 :SnapshotTaken;
     snapshotDeleted @15 :SnapshotDeleted;
+    sandboxRestored @16 :SandboxRestored;
   }
 }
 
@@ -43,6 +44,12 @@ struct SnapshotTaken {
 struct SnapshotProcess {
   processId @0 :Text;
   argv @1 :List(Text);
+}
+
+struct SandboxRestored {
+  # In the sandbox's stream (schema v9): its files were replaced by a snapshot's (its
+  # processes were stopped; the ones that ran are recorded as lost).
+  snapshotId @0 :UInt64;
 }
 
 struct SnapshotDeleted {
@@ -167,6 +174,7 @@ struct SandboxSnapshot {
   diskBytes @14 :UInt64;
   processes @15 :List(ProcessEntry);  # Its background processes (v5), oldest first.
   ports @16 :List(ExposedPort);        # Its preview URLs (v6), by port.
+  restores @17 :UInt64;                # How many times it was restored from a snapshot (v9).
 
   struct ExposedPort {
     port @0 :UInt32;

@@ -37,6 +37,7 @@ std::string encode_snapshot(const sandbox_snapshot& s) {
   b.setKeepAlive(s.keep_alive);
   b.setHibernated(s.hibernated);
   b.setHibernations(s.hibernations);
+  b.setRestores(s.restores);
   b.setMemoryBytes(s.memory_bytes);
   b.setPidsMax(s.pids_max);
   b.setCpuMillis(s.cpu_millis);
@@ -105,6 +106,7 @@ std::optional<sandbox_snapshot> decode_sandbox_snapshot(std::string_view bytes) 
     s.keep_alive = r.getKeepAlive();
     s.hibernated = r.getHibernated();
     s.hibernations = r.getHibernations();
+    s.restores = r.getRestores();
     s.memory_bytes = r.getMemoryBytes();
     s.pids_max = r.getPidsMax();
     s.cpu_millis = r.getCpuMillis();

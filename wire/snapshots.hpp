@@ -47,6 +47,7 @@ struct sandbox_snapshot {
   bool keep_alive = false;
   bool hibernated = false;
   std::uint64_t hibernations = 0;
+  std::uint64_t restores = 0;  ///< Schema v9.
   std::uint64_t memory_bytes = 0, pids_max = 0, cpu_millis = 0, disk_bytes = 0;
   std::vector<process_entry> processes;
   std::vector<exposed_port> ports;  ///< By port.

@@ -229,6 +229,13 @@ interface Sandbox {
   fork @18 (names :List(Text)) -> (snapshot :SnapshotInfo, sandboxes :List(SandboxInfo));
   # A snapshot of it (kept, labelled "fork"), then one new, running sandbox per name (1-16
   # names, none may exist) started from it: each sees its files, writes stay its own.
+
+  restore @19 (snapshotId :UInt64) -> (info :SandboxInfo);
+  # Rolls its files back (or over) to a snapshot's, of this sandbox or another: its
+  # processes stop (running background processes are recorded as lost), the files are
+  # replaced (a copy on write, then a rename), and it starts again, with the snapshot's
+  # restart_on_wake processes. Journaled. Its exposed ports and settings stay. Fails with
+  # busy while a command runs, not_found for an unknown snapshot.
 }
 
 struct ExposedPort {

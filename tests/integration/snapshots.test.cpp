@@ -71,6 +71,26 @@ TEST_CASE("snapshots: fork a running sandbox 4 times, writes stay apart, the sou
   CHECK(d.warren({"exec", "then", "--", "test", "-e", "/workspace/after-snapshot"}).code == 1);
   CHECK(d.warren({"exec", "then", "--", "cat", "/workspace/blob.sum"}).out == sum);
 
+  // Restore rolls a sandbox back: files, sessions and restart_on_wake servers of that moment.
+  REQUIRE(d.warren({"exec", "src-3", "--shell", "--",
+                    "rm -rf /workspace/app/node_modules && echo broken > /workspace/state && touch /workspace/after-snapshot"})
+              .code == 0);
+  REQUIRE(d.warren({"start", "src-3", "--id", "extra", "--", "sleep", "7171"}).code == 0);
+  auto restored = d.warren({"restore", "src-3", id});
+  INFO(restored.err);
+  REQUIRE(restored.code == 0);
+  CHECK(d.warren({"exec", "src-3", "--", "test", "-e", "/workspace/state"}).code == 1);
+  CHECK(d.warren({"exec", "src-3", "--", "test", "-e", "/workspace/after-snapshot"}).code == 1);
+  CHECK(d.warren({"exec", "src-3", "--shell", "--", "sha256sum /workspace/app/node_modules/b/blob | cut -c1-64"}).out ==
+        sum);
+  CHECK(commands("sleep 7171").empty());
+  auto ps3 = d.warren({"ps", "src-3"}).out;
+  INFO(ps3);
+  CHECK(ps3.find("lost") != std::string::npos);  // extra: it ran when the files were replaced.
+  CHECK(eventually([&] { return d.warren({"ps", "src-3", "--status", "running"}).out.find("web") != std::string::npos; }));
+  CHECK(d.warren({"journal", "src-3"}).out.find("restored from snapshot " + id) != std::string::npos);
+  CHECK(d.warren({"restore", "src-3", "999999"}).err.find("no snapshot 999999") != std::string::npos);
+
   // Hibernation and waking keep a fork's files.
   REQUIRE(d.warren({"sleep", "src-1"}).code == 0);
   CHECK(d.warren({"exec", "src-1", "--", "cat", "/workspace/app/only-1"}).out == "mine\n");

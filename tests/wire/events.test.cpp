@@ -97,6 +97,13 @@ std::vector<envelope> golden_v8() {
   return all;
 }
 
+// Schema v9 added restoring a sandbox from a snapshot.
+std::vector<envelope> golden_v9() {
+  auto all = golden_v8();
+  all.push_back({23, 1764400002200, false, sandbox_restored{21}});
+  return all;
+}
+
 void check_golden(const std::string& file, const std::vector<envelope>& expected) {
   std::ifstream in(std::string(WARREN_FIXTURES_DIR) + "/" + file);
   REQUIRE(in);
@@ -116,7 +123,7 @@ void check_golden(const std::string& file, const std::vector<envelope>& expected
 }  // namespace
 
 TEST_CASE("every event kind survives encode and decode", "[codec]") {
-  for (auto& e : golden_v8()) {
+  for (auto& e : golden_v9()) {
     auto d = decode_envelope(encode_envelope(e));
     INFO(event_kind(e.body));
     REQUIRE(d.error.empty());
@@ -134,10 +141,11 @@ TEST_CASE("the golden journals of every schema version still decode to the same 
   check_golden("journal-v6.hex", golden_v6());
   check_golden("journal-v7.hex", golden_v7());
   check_golden("journal-v8.hex", golden_v8());
+  check_golden("journal-v9.hex", golden_v9());
 }
 
 TEST_CASE("every event kind has a JSON form and a summary for the journal tools", "[codec]") {
-  for (auto& e : golden_v8()) {
+  for (auto& e : golden_v9()) {
     auto json = event_json(e.body);
     CHECK(json.front() == '{');
     CHECK(json.back() == '}');
@@ -164,10 +172,10 @@ TEST_CASE("corrupt journal bytes are reported, not thrown", "[codec]") {
 
 // Regenerates the fixture (only for a new schema version): build/bin/warren_unit_tests "[.golden]"
 TEST_CASE("write the newest golden journal", "[.golden]") {
-  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v8.hex");
-  out << "# Journal events of schema v8, one encoded envelope per line (hex). Never edit: add a\n"
+  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v9.hex");
+  out << "# Journal events of schema v9, one encoded envelope per line (hex). Never edit: add a\n"
          "# new file for a new schema version; every file must keep decoding.\n";
-  for (auto& e : golden_v8()) out << hex(encode_envelope(e)) << "\n";
+  for (auto& e : golden_v9()) out << hex(encode_envelope(e)) << "\n";
   REQUIRE(out.good());
 }
 
@@ -181,6 +189,7 @@ TEST_CASE("snapshots round-trip and an unknown version or garbage is no snapshot
   s.sleep_after_ms = 1000;
   s.hibernated = true;
   s.hibernations = 3;
+  s.restores = 2;
   s.memory_bytes = 1 << 30;
   s.pids_max = 512;
   s.cpu_millis = 1500;

@@ -96,5 +96,6 @@ int cmd_kill(connection& c, const options& o);
 int cmd_snapshot(connection& c, const options& o);
 int cmd_snapshots(connection& c, const options& o);
 int cmd_fork(connection& c, const options& o);
+int cmd_restore(connection& c, const options& o);
 
 }  // namespace warren::cli

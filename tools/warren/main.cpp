@@ -100,6 +100,9 @@ commands:
   fork NAME [--count N] [--name NEW]...
         snapshot the sandbox and start N new sandboxes from it (default names NAME-1,
         NAME-2 ...; prints them)
+  restore NAME SNAPSHOT
+        roll the sandbox's files back to a snapshot's: its processes stop, it starts again
+        on those files (restart-on-wake processes too)
   sessions NAME
         list the sandbox's shell sessions and their working directories
   session NAME new SESSION [--env K=V]... [--cwd DIR]
@@ -791,7 +794,7 @@ int main(int argc, char** argv) {
     }
   }
   auto& cmd = o.rest[0];
-  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage", "cp", "cat", "ls-files", "sessions", "session", "start", "ps", "logs", "kill", "expose", "unexpose", "ports", "snapshot", "snapshots", "fork"};
+  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage", "cp", "cat", "ls-files", "sessions", "session", "start", "ps", "logs", "kill", "expose", "unexpose", "ports", "snapshot", "snapshots", "fork", "restore"};
   if (std::find(std::begin(commands), std::end(commands), cmd) == std::end(commands))
     die("unknown command '" + cmd + "' (see --help)", exit_usage);
 
@@ -816,6 +819,7 @@ int main(int argc, char** argv) {
     if (cmd == "snapshot") return cmd_snapshot(*c, o);
     if (cmd == "snapshots") return cmd_snapshots(*c, o);
     if (cmd == "fork") return cmd_fork(*c, o);
+    if (cmd == "restore") return cmd_restore(*c, o);
     if (cmd == "unexpose") return cmd_unexpose(*c, o);
     if (cmd == "ports") return cmd_ports(*c, o);
     if (cmd == "cat") return cmd_cat(*c, o);

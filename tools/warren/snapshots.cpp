@@ -128,4 +128,14 @@ int cmd_fork(connection& c, const options& o) {
   return 0;
 }
 
+// warren restore NAME SNAPSHOT
+int cmd_restore(connection& c, const options& o) {
+  if (o.rest.size() != 3) die("usage: warren restore NAME SNAPSHOT", exit_usage);
+  auto req = existing(c, o.rest[1]).restoreRequest();
+  req.setSnapshotId(snapshot_id(o.rest[2]));
+  auto info = req.send().wait(c.io.waitScope).getInfo();
+  std::printf("%s: restored from snapshot %s\n", info.getName().cStr(), o.rest[2].c_str());
+  return 0;
+}
+
 }  // namespace warren::cli
