@@ -176,6 +176,18 @@ void core::restore(std::string name, std::uint64_t id, std::uint64_t snapshot_id
                                    snapshot_id);
 }
 
+void core::record_backup(backup_info backup, callback<backup_info> done) {
+  impl_->ask<backup_info>(impl_->timeout(), std::move(done), wr_backup_atom::value, std::move(backup));
+}
+
+void core::backups(callback<std::vector<backup_info>> done) {
+  impl_->ask<std::vector<backup_info>>(impl_->timeout(), std::move(done), wr_backups_atom::value);
+}
+
+void core::delete_backup(std::string id, callback<bool> done) {
+  impl_->ask<bool>(impl_->timeout(), std::move(done), wr_bkdel_atom::value, std::move(id));
+}
+
 void core::list_snapshots(callback<std::vector<snapshot_info>> done) {
   impl_->ask<std::vector<snapshot_info>>(impl_->timeout(), std::move(done), wr_snaps_atom::value);
 }

@@ -111,6 +111,12 @@ class core {
   /// recorded as lost), then it starts again on the snapshot's files (restart_on_wake
   /// processes come back). Fails with busy while a command runs.
   void restore(std::string name, std::uint64_t id, std::uint64_t snapshot_id, callback<actors::sandbox_info> done);
+  /// Backups (archives in the blob store, made and read by the gateway): journals one that
+  /// was made (its archive is durable already); lists them (oldest first); journals the
+  /// deletion of one (value: whether it existed; the caller removes the archive after).
+  void record_backup(backup_info backup, callback<backup_info> done);
+  void backups(callback<std::vector<backup_info>> done);
+  void delete_backup(std::string id, callback<bool> done);
   /// Every snapshot, by id.
   void list_snapshots(callback<std::vector<snapshot_info>> done);
   /// Deletes a snapshot and its files. Value: whether it existed. Sandboxes made from it keep

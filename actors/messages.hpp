@@ -43,6 +43,9 @@ using wr_snap_atom = caf::atom_constant<caf::atom("wr_snap")>;
 using wr_snaps_atom = caf::atom_constant<caf::atom("wr_snaps")>;
 using wr_snapdel_atom = caf::atom_constant<caf::atom("wr_snapdel")>;
 using wr_restore_atom = caf::atom_constant<caf::atom("wr_restore")>;
+using wr_backup_atom = caf::atom_constant<caf::atom("wr_backup")>;
+using wr_backups_atom = caf::atom_constant<caf::atom("wr_backups")>;
+using wr_bkdel_atom = caf::atom_constant<caf::atom("wr_bkdel")>;
 
 /// CAF error category of warren::errc.
 using wr_error_atom = caf::atom_constant<caf::atom("warren")>;
@@ -65,6 +68,12 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_settings& x) {
   return f(caf::meta::type_name("sandbox_settings"), x.sleep_after_ms, x.keep_alive, x.start, x.limits.memory_bytes,
            x.limits.pids_max, x.limits.cpu_millis, x.limits.disk_bytes, x.change_lifecycle, x.change_limits, x.from_snapshot);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, backup_info& x) {
+  return f(caf::meta::type_name("backup_info"), x.id, x.sandbox, x.sandbox_id, x.dir, x.sha256, x.bytes,
+           x.created_at_ms, x.expires_at_ms);
 }
 
 template <class Inspector>

@@ -63,6 +63,11 @@ snapshot_info info_of(const wire::registry_snapshot::snapshot& snap) {
   return i;
 }
 
+backup_info info_of(const wire::registry_snapshot::backup& b) {
+  auto& c = b.created;
+  return backup_info{c.backup_id, c.name, c.sandbox_id, c.dir, c.sha256, c.bytes, b.at_ms, c.expires_at_ms};
+}
+
 caf::actor ensure_actor(registry_actor* self, const std::string& name, std::uint64_t id) {
   auto& s = self->state;
   auto it = s.actors.find(name);
@@ -522,6 +527,36 @@ caf::behavior registry_behavior(registry_actor* self) {
             return (void)rp.deliver(to_caf(make_error(errc::not_found, "no snapshot " + std::to_string(snap_id))));
           forward<sandbox_info>(self, name, id, caf::make_message(wr_restore_atom::value, snap_id, s.layout->snapshot_dir(snap_id)),
                                 rp, start_timeout(s));
+        });
+      },
+      [=](wr_backup_atom, backup_info& b) {
+        return gated<backup_info>(self, [=](caf::response_promise rp) {
+          auto& s = self->state;
+          if (s.shutting_down) return (void)rp.deliver(to_caf(stopping()));
+          if (s.rec.backups.count(b.id)) return (void)rp.deliver(to_caf(make_error(errc::already_exists, "backup " + b.id)));
+          wire::backup_created c{b.id, b.sandbox, b.sandbox_id, b.dir, b.sha256, b.bytes, b.expires_at_ms};
+          write(self, {c}, {}, [=](const error& e) mutable {
+            if (e) return (void)rp.deliver(to_caf(e));
+            auto it = self->state.rec.backups.find(b.id);
+            rp.deliver(it != self->state.rec.backups.end() ? info_of(it->second) : b);
+          });
+        });
+      },
+      [=](wr_backups_atom) -> std::vector<backup_info> {
+        std::vector<backup_info> out;
+        for (auto& [id, b] : self->state.rec.backups) out.push_back(info_of(b));
+        std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.created_at_ms < b.created_at_ms; });
+        return out;
+      },
+      [=](wr_bkdel_atom, std::string& id) {
+        return gated<bool>(self, [=](caf::response_promise rp) {
+          auto& s = self->state;
+          if (s.shutting_down) return (void)rp.deliver(to_caf(stopping()));
+          if (!s.rec.backups.count(id)) return (void)rp.deliver(false);
+          write(self, {wire::backup_deleted{id}}, {}, [=](const error& e) mutable {
+            if (e) return (void)rp.deliver(to_caf(e));
+            rp.deliver(true);
+          });
         });
       },
       [=](wr_snaps_atom) -> std::vector<snapshot_info> {

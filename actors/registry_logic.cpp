@@ -34,6 +34,10 @@ void apply(registry_record& rec, const wire::envelope& e) {
     rec.next_id = std::max(rec.next_id, t->snapshot_id + 1);
   } else if (auto* x = std::get_if<wire::snapshot_deleted>(&e.body)) {
     rec.snapshots.erase(x->snapshot_id);
+  } else if (auto* b = std::get_if<wire::backup_created>(&e.body)) {
+    rec.backups[b->backup_id] = {*b, e.at_ms};
+  } else if (auto* bd = std::get_if<wire::backup_deleted>(&e.body)) {
+    rec.backups.erase(bd->backup_id);
   } else if (auto* k = std::get_if<wire::sandbox_configured>(&e.body)) {
     auto it = rec.names.find(k->name);
     if (it != rec.names.end() && it->second.id == k->sandbox_id) {
@@ -55,6 +59,7 @@ wire::registry_snapshot to_snapshot(const registry_record& rec) {
   for (auto& [name, e] : rec.names)
     s.entries.push_back({name, e.id, e.created_at_ms, e.sleep_after_ms, e.keep_alive, e.hibernated});
   for (auto& [id, snap] : rec.snapshots) s.snapshots.push_back(snap);
+  for (auto& [id, b] : rec.backups) s.backups.push_back(b);
   return s;
 }
 
@@ -73,6 +78,7 @@ registry_record from_snapshot(const wire::registry_snapshot& s) {
     rec.names.emplace(e.name, entry);
   }
   for (auto& snap : s.snapshots) rec.snapshots[snap.taken.snapshot_id] = snap;
+  for (auto& b : s.backups) rec.backups[b.created.backup_id] = b;
   return rec;
 }
 

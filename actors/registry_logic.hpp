@@ -36,6 +36,8 @@ struct registry_record {
   std::unordered_map<std::string, registry_entry> names;
   /// Snapshots of sandboxes' files (they outlive the sandbox they were taken of), by id.
   std::map<std::uint64_t, wire::registry_snapshot::snapshot> snapshots;
+  /// Backups of sandboxes' directories (archives in the blob store), by id.
+  std::map<std::string, wire::registry_snapshot::backup> backups;
 };
 
 /// A snapshot's label: empty, or 1-63 of a-z, 0-9, '-', '_'.

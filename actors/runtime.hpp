@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <vector>
 #include <string>
 
 #include "actors/types.hpp"
@@ -37,6 +39,31 @@ class disk_quota {
   virtual error snapshot(const std::string& src, const std::string& dst, bool read_only) = 0;
   /// Deletes a directory made by prepare or snapshot; a missing one is success.
   virtual error remove(const std::string& dir) = 0;
+};
+
+/// Named, immutable blobs (backup archives): storage::local_blobs on the data dir by
+/// default (adapted by warrend); an S3-compatible object store can implement the same.
+/// Blocking calls; thread-safe.
+class blob_store {
+ public:
+  class writer {
+   public:
+    virtual ~writer() = default;  ///< Without commit: nothing stays.
+    virtual error write(const void* data, std::size_t n) = 0;
+    /// Durable once it returns; its SHA-256 (hex) and size.
+    virtual error commit(std::string& sha256, std::uint64_t& bytes) = 0;
+  };
+  class reader {
+   public:
+    virtual ~reader() = default;
+    virtual error read(void* buf, std::size_t max, std::size_t& got) = 0;  ///< got = 0: the end.
+  };
+  virtual ~blob_store() = default;
+  virtual std::unique_ptr<writer> create(const std::string& name, error& err) = 0;
+  /// Checks the whole blob against `sha256` first: a corrupt one is an error, nothing read.
+  virtual std::unique_ptr<reader> open_verified(const std::string& name, const std::string& sha256, error& err) = 0;
+  virtual error remove(const std::string& name) = 0;
+  virtual std::vector<std::string> list() = 0;
 };
 
 class sandbox_runtime {

@@ -77,6 +77,8 @@ void apply(sandbox_record& rec, const wire::envelope& e) {
                  // Registry events: nothing of a sandbox's own state.
                  [&](const wire::sandbox_restored&) { ++rec.restores; },
                  [&](const wire::snapshot_taken&) {},
+                 [&](const wire::backup_created&) {},
+                 [&](const wire::backup_deleted&) {},
                  [&](const wire::snapshot_deleted&) {},
              },
              e.body);

@@ -63,6 +63,18 @@ struct sandbox_settings {
   std::uint64_t from_snapshot = 0;  ///< Create: start with this snapshot's files (0: empty).
 };
 
+/// A backup: an archive of one directory of a sandbox in the blob store (see core::record_backup).
+struct backup_info {
+  std::string id;           ///< 32 hex characters.
+  std::string sandbox;      ///< The sandbox it was made of,
+  std::uint64_t sandbox_id = 0;  ///< and its incarnation.
+  std::string dir;          ///< The directory archived.
+  std::string sha256;       ///< Of the archive.
+  std::uint64_t bytes = 0;  ///< Size of the archive.
+  std::uint64_t created_at_ms = 0;
+  std::uint64_t expires_at_ms = 0;
+};
+
 /// A snapshot of a sandbox's files (see core::snapshot).
 struct snapshot_info {
   std::uint64_t id = 0;

@@ -110,6 +110,7 @@ int run(const gateway_options& options, core_factory make_core) {
     return 1;
   }
   rpc_context ctx{*core, host, calls, io.provider->getTimer(), options.version, options.token};
+  ctx.blobs = options.blobs;
   preview_options popts;
   popts.domain = options.preview_domain;
   preview_server preview(io, ctx, popts);
@@ -118,6 +119,8 @@ int run(const gateway_options& options, core_factory make_core) {
   host.on_agent_ready = [&ctx, &restarts](std::uint64_t id, const std::string& name, wire::Agent::Client agent) {
     restarts.add(restart_processes(ctx, name, id, kj::mv(agent)));
   };
+  // Expired backups, and archives whose backup never reached the journal.
+  restarts.add(sweep_backups(ctx, true));
 
   int code = 0;
   {

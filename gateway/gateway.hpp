@@ -38,6 +38,8 @@ struct gateway_options {
   bool seccomp = true;
   /// The disk pool holding sandbox directories (borrowed); null: no disk limits.
   actors::disk_quota* disk = nullptr;
+  /// Backup archives (borrowed); null: backups are unavailable.
+  actors::blob_store* blobs = nullptr;
   /// A sandbox's disk limit unless it has its own; 0 = none. Default: 10 GiB.
   std::uint64_t sandbox_disk_bytes = 10ull << 30;
   /// The HTTP listener of preview URLs ("127.0.0.1:7480"); empty: no preview URLs.

@@ -89,6 +89,16 @@ void fill(wire::SnapshotInfo::Builder b, const actors::snapshot_info& s) {
   }
 }
 
+void fill(wire::BackupInfo::Builder b, const actors::backup_info& x) {
+  b.setId(x.id);
+  b.setSandbox(x.sandbox);
+  b.setDir(x.dir);
+  b.setBytes(x.bytes);
+  b.setSha256(x.sha256);
+  b.setCreatedAtMs(x.created_at_ms);
+  b.setExpiresAtMs(x.expires_at_ms);
+}
+
 // Bytes of one exec's output handled so far, shared by the sink (which may outlive the
 // call: the agent holds its capability until it lets go) and the exec. KJ thread only.
 struct output_tally : kj::Refcounted {
@@ -210,9 +220,8 @@ struct exec_run {
   }
 };
 
-// Runs `call` on the agent of a sandbox that is woken if needed and held awake until the
-// returned promise settles. The agent's errors come back as its "code: sentence", without
-// the RPC layers' decoration; a broken link becomes "unavailable".
+}  // namespace
+
 kj::Promise<void> with_held_agent(rpc_context& ctx, const std::string& name, std::uint64_t id,
                                   std::function<kj::Promise<void>(wire::Agent::Client&)> call) {
   struct release_guard {
@@ -246,6 +255,8 @@ kj::Promise<void> with_held_agent(rpc_context& ctx, const std::string& name, std
       })
       .attach(kj::mv(guard));
 }
+
+namespace {
 
 // Sandbox.files(): every call is forwarded, unchanged, to the Files capability of the
 // sandbox's agent (which resolves paths inside the sandbox), after the sandbox was woken and
@@ -687,6 +698,25 @@ class sandbox_impl final : public wire::Sandbox::Server {
   }
   static constexpr std::size_t max_forks = 16;
 
+  kj::Promise<void> backup(BackupContext context) override {
+    auto p = context.getParams();
+    backup_request req;
+    req.dir = str(p.getDir());
+    for (auto x : p.getExcludes()) req.excludes.push_back(str(x));
+    req.respect_gitignore = p.getRespectGitignore();
+    req.ttl_ms = p.getTtlMs();
+    return make_backup(ctx_, name_, id_, std::move(req)).then([this, context](actors::backup_info b) mutable {
+      fill(context.getResults().initBackup(), b);
+      // Expired backups go when new ones come (and at every start of the daemon).
+      return sweep_backups(ctx_, false);
+    });
+  }
+
+  kj::Promise<void> restoreBackup(RestoreBackupContext context) override {
+    auto p = context.getParams();
+    return restore_backup(ctx_, name_, id_, str(p.getId()), str(p.getDir()));
+  }
+
   kj::Promise<void> restore(RestoreContext context) override {
     auto snap = context.getParams().getSnapshotId();
     return ctx_.calls
@@ -909,6 +939,29 @@ class warren_impl final : public wire::Warren::Server {
     auto id = context.getParams().getId();
     return ctx_.calls.call<bool>([this, id](auto cb) { ctx_.core.delete_snapshot(id, std::move(cb)); })
         .then([context](bool existed) mutable { context.getResults().setExisted(existed); });
+  }
+
+  kj::Promise<void> listBackups(ListBackupsContext context) override {
+    return ctx_.calls.call<std::vector<actors::backup_info>>([this](auto cb) { ctx_.core.backups(std::move(cb)); })
+        .then([context](std::vector<actors::backup_info> all) mutable {
+          auto now = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                    std::chrono::system_clock::now().time_since_epoch())
+                                                    .count());
+          std::erase_if(all, [now](auto& b) { return b.expires_at_ms <= now; });
+          auto out = context.getResults().initBackups(static_cast<unsigned>(all.size()));
+          for (unsigned i = 0; i < all.size(); ++i) fill(out[i], all[i]);
+        });
+  }
+
+  kj::Promise<void> deleteBackup(DeleteBackupContext context) override {
+    auto id = str(context.getParams().getId());
+    return ctx_.calls.call<bool>([this, id](auto cb) { ctx_.core.delete_backup(id, std::move(cb)); })
+        .then([this, context, id](bool existed) mutable {
+          if (existed && ctx_.blobs)
+            if (auto e = ctx_.blobs->remove("backup-" + id + ".tar.zst"))
+              spdlog::warn("event=backup_archive_left backup={} reason=\"{}\"", id, e.message);
+          context.getResults().setExisted(existed);
+        });
   }
 
   kj::Promise<void> version(VersionContext context) override {

@@ -3,11 +3,14 @@
 
 #include <capnp/capability.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "actors/core.hpp"
 #include "gateway/bridge.hpp"
 #include "gateway/sandbox_host.hpp"
+#include "wire/agent.capnp.h"
 
 namespace warren::gateway {
 
@@ -22,11 +25,32 @@ struct rpc_context {
   std::string version;
   std::string token;  ///< For Login; empty when TCP is off.
   preview_server* preview = nullptr;  ///< Null when the HTTP listener is off.
+  actors::blob_store* blobs = nullptr;  ///< Backup archives; null: backups are unavailable.
 };
 
 /// Starts the restart_on_wake processes a sandbox left behind when it last stopped, and
 /// journals each start (and later its end). Errors are logged, never thrown.
 kj::Promise<void> restart_processes(rpc_context& ctx, std::string name, std::uint64_t id, wire::Agent::Client agent);
+
+/// Runs `call` on the agent of a sandbox that is woken if needed and held awake until the
+/// returned promise settles. The agent's errors come back as its "code: sentence", without
+/// the RPC layers' decoration; a broken link becomes "unavailable".
+kj::Promise<void> with_held_agent(rpc_context& ctx, const std::string& name, std::uint64_t id,
+                                  std::function<kj::Promise<void>(wire::Agent::Client&)> call);
+
+/// backups.cpp: Sandbox.backup and restoreBackup; expired and orphaned archives.
+struct backup_request {
+  std::string dir;
+  std::vector<std::string> excludes;
+  bool respect_gitignore = false;
+  std::uint64_t ttl_ms = 0;  ///< 0: the default (7 days).
+};
+kj::Promise<actors::backup_info> make_backup(rpc_context& ctx, std::string name, std::uint64_t id, backup_request req);
+kj::Promise<void> restore_backup(rpc_context& ctx, std::string name, std::uint64_t id, std::string backup_id,
+                                 std::string dir);
+/// Deletes expired backups (journal, then archive); with `orphans`, also archives the
+/// journal does not know (a crash between writing one and journaling it).
+kj::Promise<void> sweep_backups(rpc_context& ctx, bool orphans);
 
 /// The root object served on the unix socket.
 capnp::Capability::Client make_warren(rpc_context& ctx);

@@ -2,6 +2,7 @@
 // ids only, never from client input, so nothing a client sends can steer a path.
 //
 //   <data>/journal/                  RocksDB event journal
+//   <data>/blobs/                    backups (storage/blobs.hpp)
 //   <data>/base/v1/                  generated base skeleton (etc/, usr -> host /usr overlay)
 //   <data>/sandboxes/<id>/           one sandbox incarnation (layout inside: warren-init)
 //   <data>/sandboxes/snapshots/<id>/ one snapshot of a sandbox's directory (read-only subvolume)
@@ -20,6 +21,7 @@ struct layout {
 
   std::string journal_dir() const { return data_dir + "/journal"; }
   std::string base_dir() const { return data_dir + "/base/v1"; }
+  std::string blobs_dir() const { return data_dir + "/blobs"; }
   std::string sandboxes_dir() const { return data_dir + "/sandboxes"; }
   std::string sandbox_dir(std::uint64_t id) const {
     return sandboxes_dir() + "/" + std::to_string(id);

@@ -6,7 +6,7 @@
 namespace warren {
 namespace {
 
-constexpr std::array<std::pair<errc, const char*>, 21> names = {{
+constexpr std::array<std::pair<errc, const char*>, 23> names = {{
     {errc::none, "none"},
     {errc::invalid_argument, "invalid_argument"},
     {errc::invalid_name, "invalid_name"},
@@ -28,6 +28,8 @@ constexpr std::array<std::pair<errc, const char*>, 21> names = {{
     {errc::too_large, "too_large"},
     {errc::not_empty, "not_empty"},
     {errc::no_space, "no_space"},
+    {errc::corrupt, "corrupt"},
+    {errc::unsupported, "unsupported"},
 }};
 
 }  // namespace

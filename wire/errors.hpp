@@ -33,6 +33,8 @@ enum class errc : std::uint8_t {
   too_large = 18,        ///< More than a one-shot call carries (the message names the streaming call).
   not_empty = 19,        ///< A directory to remove holds files (and recursive was not asked).
   no_space = 20,         ///< The sandbox's disk limit or the disk pool is full.
+  corrupt = 21,          ///< Stored data does not match its checksum (nothing was changed).
+  unsupported = 22,      ///< This host cannot do it (the message says what is missing).
 };
 
 /// Stable lower-case name of a code, e.g. "invalid_name".

@@ -51,6 +51,21 @@ void encode_snapshot_taken(journal::SnapshotTaken::Builder b, const snapshot_tak
   }
 }
 
+void encode_backup_created(journal::BackupCreated::Builder b, const backup_created& x) {
+  b.setBackupId(x.backup_id);
+  b.setName(x.name);
+  b.setSandboxId(x.sandbox_id);
+  b.setDir(x.dir);
+  b.setSha256(x.sha256);
+  b.setBytes(x.bytes);
+  b.setExpiresAtMs(x.expires_at_ms);
+}
+
+backup_created decode_backup_created(journal::BackupCreated::Reader r) {
+  return {str(r.getBackupId()), str(r.getName()), r.getSandboxId(), str(r.getDir()), str(r.getSha256()), r.getBytes(),
+          r.getExpiresAtMs()};
+}
+
 snapshot_taken decode_snapshot_taken(journal::SnapshotTaken::Reader r) {
   snapshot_taken x{r.getSnapshotId(), str(r.getLabel()), str(r.getName()), r.getSandboxId(), r.getPauseUs(), {}, {}};
   for (auto p : r.getPorts()) x.ports.push_back(p);
@@ -144,6 +159,10 @@ std::string encode_envelope(const envelope& e) {
           ev.initSnapshotDeleted().setSnapshotId(x.snapshot_id);
         } else if constexpr (std::is_same_v<T, sandbox_restored>) {
           ev.initSandboxRestored().setSnapshotId(x.snapshot_id);
+        } else if constexpr (std::is_same_v<T, backup_created>) {
+          encode_backup_created(ev.initBackupCreated(), x);
+        } else if constexpr (std::is_same_v<T, backup_deleted>) {
+          ev.initBackupDeleted().setBackupId(x.backup_id);
         } else {
           static_assert(always_false<T>, "event kind without an encoder");
         }
@@ -237,6 +256,12 @@ decoded decode_envelope(std::string_view bytes) {
       case j::Envelope::Event::SNAPSHOT_DELETED:
         e.body = snapshot_deleted{ev.getSnapshotDeleted().getSnapshotId()};
         break;
+      case j::Envelope::Event::BACKUP_CREATED:
+        e.body = decode_backup_created(ev.getBackupCreated());
+        break;
+      case j::Envelope::Event::BACKUP_DELETED:
+        e.body = backup_deleted{str(ev.getBackupDeleted().getBackupId())};
+        break;
       case j::Envelope::Event::SANDBOX_RESTORED:
         e.body = sandbox_restored{ev.getSandboxRestored().getSnapshotId()};
         break;
@@ -265,7 +290,8 @@ const char* event_kind(const event& e) {
                                           "exec_finished",      "sandbox_hibernated", "sandbox_woke",
                                           "sandbox_configured", "process_started",  "process_ended",
                                           "port_exposed",       "port_unexposed",   "snapshot_taken",
-                                          "snapshot_deleted",   "sandbox_restored"};
+                                          "snapshot_deleted",   "sandbox_restored",
+                                          "backup_created",     "backup_deleted"};
   static_assert(std::size(kinds) == std::variant_size_v<event>);
   return kinds[e.index()];
 }
@@ -311,6 +337,13 @@ std::string event_json(const event& e) {
             f += std::string(i ? "," : "") + "{\"processId\":" + json_quote(x.processes[i].process_id) +
                  ",\"argv\":" + json_list(x.processes[i].argv) + "}";
           f += "]";
+        } else if constexpr (std::is_same_v<T, backup_created>) {
+          f += ",\"backupId\":" + json_quote(x.backup_id) + ",\"name\":" + json_quote(x.name) +
+               ",\"sandboxId\":" + std::to_string(x.sandbox_id) + ",\"dir\":" + json_quote(x.dir) +
+               ",\"sha256\":" + json_quote(x.sha256) + ",\"bytes\":" + std::to_string(x.bytes) +
+               ",\"expiresAtMs\":" + std::to_string(x.expires_at_ms);
+        } else if constexpr (std::is_same_v<T, backup_deleted>) {
+          f += ",\"backupId\":" + json_quote(x.backup_id);
         } else if constexpr (std::is_same_v<T, snapshot_deleted> || std::is_same_v<T, sandbox_restored>) {
           f += ",\"snapshotId\":" + std::to_string(x.snapshot_id);
         } else if constexpr (std::is_same_v<T, exec_started>) {
@@ -402,6 +435,10 @@ std::string event_summary(const event& e) {
           return "snapshot " + std::to_string(x.snapshot_id) + " deleted";
         } else if constexpr (std::is_same_v<T, sandbox_restored>) {
           return "restored from snapshot " + std::to_string(x.snapshot_id);
+        } else if constexpr (std::is_same_v<T, backup_created>) {
+          return "backup " + x.backup_id + " of " + x.name + ":" + x.dir + " (" + std::to_string(x.bytes) + " bytes)";
+        } else if constexpr (std::is_same_v<T, backup_deleted>) {
+          return "backup " + x.backup_id + " deleted";
         } else {
           return "configured: " + (x.keep_alive ? std::string("keep alive") : "sleep after " + std::to_string(x.sleep_after_ms / 1000) + " s");
         }

@@ -142,6 +142,24 @@ struct sandbox_restored {
   bool operator==(const sandbox_restored&) const = default;
 };
 
+/// A directory of a sandbox was archived into the blob store (registry stream, schema v10).
+struct backup_created {
+  std::string backup_id;
+  std::string name;
+  std::uint64_t sandbox_id = 0;
+  std::string dir;
+  std::string sha256;
+  std::uint64_t bytes = 0;
+  std::uint64_t expires_at_ms = 0;
+  bool operator==(const backup_created&) const = default;
+};
+
+/// A backup and its archive were deleted (registry stream, schema v10).
+struct backup_deleted {
+  std::string backup_id;
+  bool operator==(const backup_deleted&) const = default;
+};
+
 /// A snapshot and its files were deleted (registry stream, schema v8).
 struct snapshot_deleted {
   std::uint64_t snapshot_id = 0;
@@ -150,7 +168,8 @@ struct snapshot_deleted {
 
 using event = std::variant<sandbox_created, sandbox_destroyed, exec_started, exec_finished, sandbox_hibernated,
                            sandbox_woke, sandbox_configured, process_started, process_ended, port_exposed,
-                           port_unexposed, snapshot_taken, snapshot_deleted, sandbox_restored>;
+                           port_unexposed, snapshot_taken, snapshot_deleted, sandbox_restored,
+                           backup_created, backup_deleted>;
 
 /// One journal entry: position, time and the event.
 struct envelope {

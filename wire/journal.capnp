@@ -25,6 +25,8 @@ struct Envelope {
     snapshotTaken @14 :SnapshotTaken;
     snapshotDeleted @15 :SnapshotDeleted;
     sandboxRestored @16 :SandboxRestored;
+    backupCreated @17 :BackupCreated;
+    backupDeleted @18 :BackupDeleted;
   }
 }
 
@@ -50,6 +52,23 @@ struct SandboxRestored {
   # In the sandbox's stream (schema v9): its files were replaced by a snapshot's (its
   # processes were stopped; the ones that ran are recorded as lost).
   snapshotId @0 :UInt64;
+}
+
+struct BackupCreated {
+  # In the registry stream (schema v10): a directory of a sandbox was archived (tar + zstd)
+  # into the blob store.
+  backupId @0 :Text;       # 32 hex characters, random.
+  name @1 :Text;           # The sandbox it was made of,
+  sandboxId @2 :UInt64;    # and its incarnation.
+  dir @3 :Text;            # The directory archived (absolute, inside the sandbox).
+  sha256 @4 :Text;         # Of the archive, checked before every restore.
+  bytes @5 :UInt64;        # Size of the archive.
+  expiresAtMs @6 :UInt64;  # When it is deleted (ms since the Unix epoch).
+}
+
+struct BackupDeleted {
+  # In the registry stream (schema v10): a backup and its archive are gone (deleted or expired).
+  backupId @0 :Text;
 }
 
 struct SnapshotDeleted {
@@ -207,6 +226,11 @@ struct RegistrySnapshot {
     hibernated @5 :Bool;
   }
   snapshots @4 :List(Snapshot);  # The snapshots that exist (v8), by id.
+  backups @5 :List(Backup);       # The backups that exist (v10), by id.
+  struct Backup {
+    created @0 :BackupCreated;
+    atMs @1 :UInt64;
+  }
   struct Snapshot {
     taken @0 :SnapshotTaken;
     atMs @1 :UInt64;

@@ -86,6 +86,11 @@ std::string encode_snapshot(const registry_snapshot& s) {
     encode_snapshot_taken(snaps[i].initTaken(), s.snapshots[i].taken);
     snaps[i].setAtMs(s.snapshots[i].at_ms);
   }
+  auto backups = b.initBackups(static_cast<unsigned>(s.backups.size()));
+  for (unsigned i = 0; i < s.backups.size(); ++i) {
+    encode_backup_created(backups[i].initCreated(), s.backups[i].created);
+    backups[i].setAtMs(s.backups[i].at_ms);
+  }
   return message_bytes(message);
 }
 
@@ -137,6 +142,7 @@ std::optional<registry_snapshot> decode_registry_snapshot(std::string_view bytes
       s.entries.push_back({str(e.getName()), e.getSandboxId(), e.getCreatedAtMs(), e.getSleepAfterMs(),
                            e.getKeepAlive(), e.getHibernated()});
     for (auto x : r.getSnapshots()) s.snapshots.push_back({decode_snapshot_taken(x.getTaken()), x.getAtMs()});
+    for (auto x : r.getBackups()) s.backups.push_back({decode_backup_created(x.getCreated()), x.getAtMs()});
     out = std::move(s);
   }, error, snapshot_traversal_limit);
   return out;

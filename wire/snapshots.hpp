@@ -74,6 +74,12 @@ struct registry_snapshot {
     bool operator==(const snapshot&) const = default;
   };
   std::vector<snapshot> snapshots;  ///< Schema v8.
+  struct backup {
+    backup_created created;
+    std::uint64_t at_ms = 0;
+    bool operator==(const backup&) const = default;
+  };
+  std::vector<backup> backups;  ///< Schema v10.
   bool operator==(const registry_snapshot&) const = default;
 };
 

@@ -57,6 +57,22 @@ interface Warren {
   deleteSnapshot @8 (id :UInt64) -> (existed :Bool);
   # Deletes a snapshot and its files (journaled). Sandboxes made from it keep their files:
   # they hold copy-on-write copies, not references, so nothing ever depends on a snapshot.
+
+  listBackups @9 () -> (backups :List(BackupInfo));
+  # Every backup that has not expired, oldest first.
+
+  deleteBackup @10 (id :Text) -> (existed :Bool);
+  # Deletes a backup and its archive (journaled).
+}
+
+struct BackupInfo {
+  id @0 :Text;             # 32 hex characters; pass to Sandbox.restoreBackup.
+  sandbox @1 :Text;        # The sandbox it was made of (it may be gone since).
+  dir @2 :Text;            # The directory archived.
+  bytes @3 :UInt64;        # Size of the archive (tar, zstd-compressed).
+  sha256 @4 :Text;         # Of the archive; checked before every restore.
+  createdAtMs @5 :UInt64;
+  expiresAtMs @6 :UInt64;  # Deleted after this (ms since the Unix epoch).
 }
 
 struct SnapshotInfo {
@@ -236,6 +252,22 @@ interface Sandbox {
   # replaced (a copy on write, then a rename), and it starts again, with the snapshot's
   # restart_on_wake processes. Journaled. Its exposed ports and settings stay. Fails with
   # busy while a command runs, not_found for an unknown snapshot.
+
+  backup @20 (dir :Text, excludes :List(Text), respectGitignore :Bool, ttlMs :UInt64) -> (backup :BackupInfo);
+  # Archives the directory `dir` (absolute; a symlink to a directory is followed) as tar +
+  # zstd into the daemon's blob store (<data-dir>/blobs), with its SHA-256; journaled. The
+  # archive is made inside the sandbox, by its own tar, so nothing of the sandbox's files
+  # is interpreted by the host. `excludes`: tar patterns (`node_modules`, `*.log`, at most
+  # 256); respectGitignore: also leave out what .gitignore files name (GNU tar's
+  # --exclude-vcs-ignores: per-directory patterns, no negation). `ttlMs`: kept this long
+  # (default 7 days, at most 365). At most 8 GiB of archive (too_large beyond). Files that
+  # change while they are read are archived as read.
+
+  restoreBackup @21 (id :Text, dir :Text) -> ();
+  # Replaces `dir` (default: the backup's own directory) of this sandbox, which may be
+  # another than the one it was made of, by the backup's contents. The archive's SHA-256
+  # is checked first: a corrupt archive is refused and the directory left untouched; the
+  # contents are unpacked beside it and swapped in only once complete.
 }
 
 struct ExposedPort {

@@ -2,6 +2,10 @@
 // running, sandboxes made from them that share nothing they write, and the journal.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <cstdio>
+
 #include "integration/harness.hpp"
 
 using namespace warren::testing;
@@ -131,4 +135,79 @@ TEST_CASE("snapshots need the disk pool and say so", "[e2e][snapshots]") {
   CHECK(r.code != 0);
   CHECK(r.err.find("disk pool") != std::string::npos);
   CHECK(d.warren({"snapshots"}).out.find("plain") == std::string::npos);
+}
+
+TEST_CASE("backups: a directory round trip with excludes, a corrupt archive refused, expiry", "[e2e][backups]") {
+  warrend_process d;
+  REQUIRE(d.warren({"exec", "bk", "--shell", "--",
+                    "mkdir -p /workspace/proj/src /workspace/proj/node_modules/x /workspace/proj/build && cd /workspace/proj && "
+                    "echo 'int main() {}' > src/main.c && chmod 750 src/main.c && ln -s src/main.c link.c && "
+                    "echo dep > node_modules/x/index.js && echo out > build/app && echo noise > debug.log && "
+                    "printf '*.log\\nbuild\\n' > .gitignore && echo kept > notes.txt"})
+              .code == 0);
+  auto made = d.warren({"backup", "bk", "/workspace/proj", "--exclude", "node_modules", "--gitignore", "--json"});
+  INFO(made.out << made.err);
+  REQUIRE(made.code == 0);
+  auto id = made.out.substr(7, 32);
+  CHECK(made.out.find("\"dir\":\"/workspace/proj\"") != std::string::npos);
+  CHECK(d.warren({"backups"}).out.find(id) != std::string::npos);
+
+  // Break it, then restore: the directory is what was archived, less the excludes.
+  REQUIRE(d.warren({"exec", "bk", "--shell", "--", "rm -rf /workspace/proj/src && echo new > /workspace/proj/extra"}).code == 0);
+  auto restored = d.warren({"restore", "bk", "--backup", id});
+  INFO(restored.err);
+  REQUIRE(restored.code == 0);
+  auto listing = d.warren({"exec", "bk", "--shell", "--",
+                           "cd /workspace/proj && find . | sort && stat -c %a src/main.c && readlink link.c"})
+                     .out;
+  CHECK(listing == ".\n./.gitignore\n./link.c\n./notes.txt\n./src\n./src/main.c\n750\nsrc/main.c\n");
+
+  // Into another sandbox, at another place.
+  REQUIRE(d.warren({"restore", "bk2", "--backup", id, "/workspace/copy"}).code != 0);  // bk2 does not exist yet.
+  REQUIRE(d.warren({"exec", "bk2", "--", "true"}).code == 0);
+  REQUIRE(d.warren({"restore", "bk2", "--backup", id, "/workspace/copy"}).code == 0);
+  CHECK(d.warren({"exec", "bk2", "--", "cat", "/workspace/copy/notes.txt"}).out == "kept\n");
+
+  // A corrupt archive is refused before anything changes.
+  auto blob = d.data_dir + "/blobs/backup-" + id + ".tar.zst";
+  {
+    std::FILE* f = std::fopen(blob.c_str(), "r+b");
+    REQUIRE(f);
+    std::fseek(f, 40, SEEK_SET);
+    int c = std::fgetc(f);
+    std::fseek(f, 40, SEEK_SET);
+    std::fputc(c ^ 0x5a, f);
+    std::fclose(f);
+  }
+  REQUIRE(d.warren({"exec", "bk", "--shell", "--", "echo changed > /workspace/proj/notes.txt"}).code == 0);
+  auto refused = d.warren({"restore", "bk", "--backup", id});
+  CHECK(refused.code != 0);
+  INFO(refused.err);
+  CHECK(refused.err.find("corrupt") != std::string::npos);
+  CHECK(d.warren({"exec", "bk", "--", "cat", "/workspace/proj/notes.txt"}).out == "changed\n");
+
+  // Bad input.
+  CHECK(d.warren({"backup", "bk", "/workspace/nope"}).err.find("no such directory") != std::string::npos);
+  CHECK(d.warren({"backup", "bk", "relative"}).err.find("absolute") != std::string::npos);
+  CHECK(d.warren({"restore", "bk", "--backup", "not-an-id"}).err.find("32 hex") != std::string::npos);
+  CHECK(d.warren({"restore", "bk", "--backup", std::string(32, 'a')}).err.find("no backup") != std::string::npos);
+
+  // Deleting removes the archive; an expired backup is gone from the list and its archive
+  // goes at the next backup; an archive the journal never heard of goes at the next start.
+  REQUIRE(d.warren({"backups", "rm", id}).code == 0);
+  CHECK(::access(blob.c_str(), F_OK) != 0);
+  auto brief = d.warren({"backup", "bk", "/workspace/proj", "--ttl", "1s"}).out.substr(0, 32);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  CHECK(d.warren({"backups"}).out.find(brief) == std::string::npos);
+  CHECK(d.warren({"restore", "bk", "--backup", brief}).err.find("expired") != std::string::npos);
+  REQUIRE(d.warren({"backup", "bk", "/workspace/proj"}).code == 0);
+  CHECK(eventually([&] { return ::access((d.data_dir + "/blobs/backup-" + brief + ".tar.zst").c_str(), F_OK) != 0; }));
+  auto orphan = d.data_dir + "/blobs/backup-" + std::string(32, 'b') + ".tar.zst";
+  std::FILE* o = std::fopen(orphan.c_str(), "wb");
+  REQUIRE(o);
+  std::fclose(o);
+  d.stop(SIGKILL);
+  d.start();
+  CHECK(eventually([&] { return ::access(orphan.c_str(), F_OK) != 0; }));
+  CHECK(d.warren({"backups"}).out.find("/workspace/proj") != std::string::npos);  // The last one stays.
 }

@@ -104,6 +104,16 @@ std::vector<envelope> golden_v9() {
   return all;
 }
 
+// Schema v10 added backups of directories.
+std::vector<envelope> golden_v10() {
+  auto all = golden_v9();
+  all.push_back({24, 1764400002300, false,
+                 backup_created{"0123456789abcdef0123456789abcdef", "demo", 7, "/workspace/app",
+                                "5ad7da2a0499a8035d344c4d133decdc5229a310ed679933a296c2e059ca1519", 218, 1765000000000}});
+  all.push_back({25, 1764400002400, false, backup_deleted{"0123456789abcdef0123456789abcdef"}});
+  return all;
+}
+
 void check_golden(const std::string& file, const std::vector<envelope>& expected) {
   std::ifstream in(std::string(WARREN_FIXTURES_DIR) + "/" + file);
   REQUIRE(in);
@@ -123,7 +133,7 @@ void check_golden(const std::string& file, const std::vector<envelope>& expected
 }  // namespace
 
 TEST_CASE("every event kind survives encode and decode", "[codec]") {
-  for (auto& e : golden_v9()) {
+  for (auto& e : golden_v10()) {
     auto d = decode_envelope(encode_envelope(e));
     INFO(event_kind(e.body));
     REQUIRE(d.error.empty());
@@ -142,10 +152,11 @@ TEST_CASE("the golden journals of every schema version still decode to the same 
   check_golden("journal-v7.hex", golden_v7());
   check_golden("journal-v8.hex", golden_v8());
   check_golden("journal-v9.hex", golden_v9());
+  check_golden("journal-v10.hex", golden_v10());
 }
 
 TEST_CASE("every event kind has a JSON form and a summary for the journal tools", "[codec]") {
-  for (auto& e : golden_v9()) {
+  for (auto& e : golden_v10()) {
     auto json = event_json(e.body);
     CHECK(json.front() == '{');
     CHECK(json.back() == '}');
@@ -172,10 +183,10 @@ TEST_CASE("corrupt journal bytes are reported, not thrown", "[codec]") {
 
 // Regenerates the fixture (only for a new schema version): build/bin/warren_unit_tests "[.golden]"
 TEST_CASE("write the newest golden journal", "[.golden]") {
-  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v9.hex");
-  out << "# Journal events of schema v9, one encoded envelope per line (hex). Never edit: add a\n"
+  std::ofstream out(std::string(WARREN_FIXTURES_DIR) + "/journal-v10.hex");
+  out << "# Journal events of schema v10, one encoded envelope per line (hex). Never edit: add a\n"
          "# new file for a new schema version; every file must keep decoding.\n";
-  for (auto& e : golden_v9()) out << hex(encode_envelope(e)) << "\n";
+  for (auto& e : golden_v10()) out << hex(encode_envelope(e)) << "\n";
   REQUIRE(out.good());
 }
 
@@ -208,6 +219,7 @@ TEST_CASE("snapshots round-trip and an unknown version or garbage is no snapshot
   r.next_id = 12;
   r.entries = {{"a", 1, 10, 600000, false, true}, {"b", 11, 20, 1000, true, false}};
   r.snapshots = {{{12, "base", "a", 1, 900, {3000}, {{"web", {"npm", "start"}}}}, 1234}};
+  r.backups = {{{"0123456789abcdef0123456789abcdef", "a", 1, "/workspace", "ab", 10, 99}, 1235}};
   auto rb = decode_registry_snapshot(encode_snapshot(r));
   REQUIRE(rb);
   CHECK(*rb == r);

@@ -92,10 +92,15 @@ int cmd_ps(connection& c, const options& o);
 int cmd_logs(connection& c, const options& o);
 int cmd_kill(connection& c, const options& o);
 
-/// snapshots.cpp: snapshot, snapshots, fork.
+/// "90", "90s", "10m", "2h", "1d" -> milliseconds; 0 on a malformed value.
+std::uint64_t parse_duration_ms(const std::string& v);
+
+/// snapshots.cpp: snapshot, snapshots, fork, restore; backup, backups.
 int cmd_snapshot(connection& c, const options& o);
 int cmd_snapshots(connection& c, const options& o);
 int cmd_fork(connection& c, const options& o);
 int cmd_restore(connection& c, const options& o);
+int cmd_backup(connection& c, const options& o);
+int cmd_backups(connection& c, const options& o);
 
 }  // namespace warren::cli

@@ -31,6 +31,16 @@
 
 using namespace warren::cli;
 
+// "90", "90s", "10m", "2h", "1d" -> milliseconds; 0 on a malformed value.
+std::uint64_t warren::cli::parse_duration_ms(const std::string& v) {
+  char* end = nullptr;
+  double n = std::strtod(v.c_str(), &end);
+  if (end == v.c_str() || n <= 0) return 0;
+  std::string unit(end);
+  double scale = unit.empty() || unit == "s" ? 1000 : unit == "m" ? 60000 : unit == "h" ? 3600000 : unit == "d" ? 86400000 : 0;
+  return static_cast<std::uint64_t>(n * scale);
+}
+
 namespace {
 
 
@@ -103,6 +113,14 @@ commands:
   restore NAME SNAPSHOT
         roll the sandbox's files back to a snapshot's: its processes stop, it starts again
         on those files (restart-on-wake processes too)
+  backup NAME DIR [--exclude PATTERN]... [--gitignore] [--ttl DURATION]
+        archive a directory of the sandbox (tar + zstd, checksummed) into the daemon's
+        blob store; prints the backup's id; kept 7 days unless --ttl says otherwise
+  backups [rm ID...]
+        list backups (ID SANDBOX BYTES DIR), or delete some
+  restore NAME --backup ID [DIR]
+        replace DIR (default: the directory backed up) of the sandbox, which may be another
+        one, by a backup's contents; a corrupt archive is refused before anything changes
   sessions NAME
         list the sandbox's shell sessions and their working directories
   session NAME new SESSION [--env K=V]... [--cwd DIR]
@@ -396,15 +414,6 @@ int cmd_exec(connection& c, const options& o) {
   return result.getExitCode();
 }
 
-// "90", "90s", "10m", "2h", "1d" -> milliseconds; 0 on a malformed value.
-std::uint64_t parse_duration_ms(const std::string& v) {
-  char* end = nullptr;
-  double n = std::strtod(v.c_str(), &end);
-  if (end == v.c_str() || n <= 0) return 0;
-  std::string unit(end);
-  double scale = unit.empty() || unit == "s" ? 1000 : unit == "m" ? 60000 : unit == "h" ? 3600000 : unit == "d" ? 86400000 : 0;
-  return static_cast<std::uint64_t>(n * scale);
-}
 
 std::string format_duration(std::uint64_t ms) {
   if (ms % 86400000 == 0) return std::to_string(ms / 86400000) + "d";
@@ -794,7 +803,7 @@ int main(int argc, char** argv) {
     }
   }
   auto& cmd = o.rest[0];
-  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage", "cp", "cat", "ls-files", "sessions", "session", "start", "ps", "logs", "kill", "expose", "unexpose", "ports", "snapshot", "snapshots", "fork", "restore"};
+  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage", "cp", "cat", "ls-files", "sessions", "session", "start", "ps", "logs", "kill", "expose", "unexpose", "ports", "snapshot", "snapshots", "fork", "restore", "backup", "backups"};
   if (std::find(std::begin(commands), std::end(commands), cmd) == std::end(commands))
     die("unknown command '" + cmd + "' (see --help)", exit_usage);
 
@@ -820,6 +829,8 @@ int main(int argc, char** argv) {
     if (cmd == "snapshots") return cmd_snapshots(*c, o);
     if (cmd == "fork") return cmd_fork(*c, o);
     if (cmd == "restore") return cmd_restore(*c, o);
+    if (cmd == "backup") return cmd_backup(*c, o);
+    if (cmd == "backups") return cmd_backups(*c, o);
     if (cmd == "unexpose") return cmd_unexpose(*c, o);
     if (cmd == "ports") return cmd_ports(*c, o);
     if (cmd == "cat") return cmd_cat(*c, o);

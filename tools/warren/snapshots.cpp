@@ -128,13 +128,89 @@ int cmd_fork(connection& c, const options& o) {
   return 0;
 }
 
-// warren restore NAME SNAPSHOT
+// warren restore NAME SNAPSHOT | warren restore NAME --backup ID [DIR]
 int cmd_restore(connection& c, const options& o) {
-  if (o.rest.size() != 3) die("usage: warren restore NAME SNAPSHOT", exit_usage);
+  if (o.rest.size() >= 4 && o.rest[2] == "--backup") {
+    if (o.rest.size() > 5) die("usage: warren restore NAME --backup ID [DIR]", exit_usage);
+    auto req = existing(c, o.rest[1]).restoreBackupRequest();
+    req.setId(o.rest[3]);
+    if (o.rest.size() == 5) req.setDir(o.rest[4]);
+    req.send().wait(c.io.waitScope);
+    std::printf("%s: restored backup %s\n", o.rest[1].c_str(), o.rest[3].c_str());
+    return 0;
+  }
+  if (o.rest.size() != 3) die("usage: warren restore NAME SNAPSHOT | warren restore NAME --backup ID [DIR]", exit_usage);
   auto req = existing(c, o.rest[1]).restoreRequest();
   req.setSnapshotId(snapshot_id(o.rest[2]));
   auto info = req.send().wait(c.io.waitScope).getInfo();
   std::printf("%s: restored from snapshot %s\n", info.getName().cStr(), o.rest[2].c_str());
+  return 0;
+}
+
+namespace {
+std::string backup_json(wire::BackupInfo::Reader b) {
+  return "{\"id\":" + wire::json_quote(b.getId().cStr()) + ",\"sandbox\":" + wire::json_quote(b.getSandbox().cStr()) +
+         ",\"dir\":" + wire::json_quote(b.getDir().cStr()) + ",\"bytes\":" + std::to_string(b.getBytes()) +
+         ",\"sha256\":" + wire::json_quote(b.getSha256().cStr()) + ",\"createdAtMs\":" + std::to_string(b.getCreatedAtMs()) +
+         ",\"expiresAtMs\":" + std::to_string(b.getExpiresAtMs()) + "}";
+}
+}  // namespace
+
+// warren backup NAME DIR [--exclude PATTERN]... [--gitignore] [--ttl DURATION]
+int cmd_backup(connection& c, const options& o) {
+  std::vector<std::string> pos, excludes;
+  bool gitignore = false;
+  std::uint64_t ttl = 0;
+  for (std::size_t i = 1; i < o.rest.size(); ++i) {
+    auto& a = o.rest[i];
+    if (a == "--exclude" && i + 1 < o.rest.size()) excludes.push_back(o.rest[++i]);
+    else if (a == "--gitignore") gitignore = true;
+    else if (a == "--ttl" && i + 1 < o.rest.size()) {
+      ttl = parse_duration_ms(o.rest[++i]);
+      if (ttl == 0) die("--ttl takes a duration like 90m, 12h or 7d, got '" + o.rest[i] + "'", exit_usage);
+    } else if (a.rfind("--", 0) == 0) die("unknown backup option " + a, exit_usage);
+    else pos.push_back(a);
+  }
+  if (pos.size() != 2) die("usage: warren backup NAME DIR [--exclude PATTERN]... [--gitignore] [--ttl DURATION]", exit_usage);
+  auto req = existing(c, pos[0]).backupRequest();
+  req.setDir(pos[1]);
+  auto list = req.initExcludes(static_cast<unsigned>(excludes.size()));
+  for (unsigned i = 0; i < excludes.size(); ++i) list.set(i, excludes[i]);
+  req.setRespectGitignore(gitignore);
+  req.setTtlMs(ttl);
+  auto b = req.send().wait(c.io.waitScope).getBackup();
+  if (o.json) std::printf("%s\n", backup_json(b).c_str());
+  else std::printf("%s\n", b.getId().cStr());
+  return 0;
+}
+
+// warren backups | warren backups rm ID...
+int cmd_backups(connection& c, const options& o) {
+  if (o.rest.size() >= 2 && o.rest[1] == "rm") {
+    if (o.rest.size() < 3) die("usage: warren backups rm ID...", exit_usage);
+    int code = 0;
+    for (std::size_t i = 2; i < o.rest.size(); ++i) {
+      auto req = c.root.deleteBackupRequest();
+      req.setId(o.rest[i]);
+      if (!req.send().wait(c.io.waitScope).getExisted()) {
+        std::fprintf(stderr, "warren: no backup %s\n", o.rest[i].c_str());
+        code = exit_usage;
+      }
+    }
+    return code;
+  }
+  if (o.rest.size() != 1) die("usage: warren backups [rm ID...]", exit_usage);
+  auto all = c.root.listBackupsRequest().send().wait(c.io.waitScope).getBackups();
+  if (o.json) {
+    std::string out;
+    for (auto b : all) out += (out.empty() ? "" : ",") + backup_json(b);
+    std::printf("[%s]\n", out.c_str());
+    return 0;
+  }
+  std::printf("%-32s %-20s %12s  %s\n", "ID", "SANDBOX", "BYTES", "DIR");
+  for (auto b : all)
+    std::printf("%-32s %-20s %12llu  %s\n", b.getId().cStr(), b.getSandbox().cStr(),
+                static_cast<unsigned long long>(b.getBytes()), b.getDir().cStr());
   return 0;
 }
 

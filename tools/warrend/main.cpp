@@ -19,6 +19,7 @@
 #include "gateway/cgroups.hpp"
 #include "gateway/gateway.hpp"
 #include "storage/base_image.hpp"
+#include "storage/blobs.hpp"
 #include "storage/disk_pool.hpp"
 #include "storage/journal.hpp"
 #include "storage/layout.hpp"
@@ -221,6 +222,37 @@ struct pool_quota final : warren::actors::disk_quota {
   warren::storage::disk_pool& pool;
 };
 
+// The gateway sees the blob store through the runtime's interface.
+struct local_blob_store final : warren::actors::blob_store {
+  explicit local_blob_store(std::unique_ptr<warren::storage::local_blobs> b) : blobs(std::move(b)) {}
+  struct writer_adapter final : writer {
+    std::unique_ptr<warren::storage::local_blobs::writer> w;
+    warren::error write(const void* data, std::size_t n) override { return w->write(data, n); }
+    warren::error commit(std::string& sha, std::uint64_t& bytes) override { return w->commit(sha, bytes); }
+  };
+  struct reader_adapter final : reader {
+    std::unique_ptr<warren::storage::local_blobs::reader> r;
+    warren::error read(void* buf, std::size_t max, std::size_t& got) override { return r->read(buf, max, got); }
+  };
+  std::unique_ptr<writer> create(const std::string& name, warren::error& err) override {
+    auto w = blobs->create(name, err);
+    if (!w) return nullptr;
+    auto a = std::make_unique<writer_adapter>();
+    a->w = std::move(w);
+    return a;
+  }
+  std::unique_ptr<reader> open_verified(const std::string& name, const std::string& sha, warren::error& err) override {
+    auto r = blobs->open_verified(name, sha, err);
+    if (!r) return nullptr;
+    auto a = std::make_unique<reader_adapter>();
+    a->r = std::move(r);
+    return a;
+  }
+  warren::error remove(const std::string& name) override { return blobs->remove(name); }
+  std::vector<std::string> list() override { return blobs->list(); }
+  std::unique_ptr<warren::storage::local_blobs> blobs;
+};
+
 std::uint32_t fnv1a(const std::string& s) {
   std::uint32_t h = 2166136261u;
   for (unsigned char c : s) h = (h ^ c) * 16777619u;
@@ -323,6 +355,11 @@ int main(int argc, char** argv) {
   std::unique_ptr<pool_quota> quota;
   if (pool) quota = std::make_unique<pool_quota>(*pool);
   g.disk = quota.get();
+  warren::error blob_err;
+  auto local_blobs = warren::storage::local_blobs::open(layout.blobs_dir(), blob_err);
+  if (!local_blobs) die(blob_err.message);
+  local_blob_store blobs(std::move(local_blobs));
+  g.blobs = &blobs;
   g.sandbox_disk_bytes = disk_bytes;
   g.sandbox_uid_base = static_cast<std::uint32_t>(uid_base);
   g.sandbox_uid_ranges = static_cast<std::uint32_t>(uid_ranges);
