@@ -38,6 +38,8 @@ struct gateway_options {
   bool seccomp = true;
   /// The disk pool holding sandbox directories (borrowed); null: no disk limits.
   actors::disk_quota* disk = nullptr;
+  /// Why snapshots cannot include process memory on this host (CRIU, probed at start-up).
+  std::string live_snapshot_note = "not probed";
   /// Backup archives (borrowed); null: backups are unavailable.
   actors::blob_store* blobs = nullptr;
   /// A sandbox's disk limit unless it has its own; 0 = none. Default: 10 GiB.

@@ -654,6 +654,9 @@ class sandbox_impl final : public wire::Sandbox::Server {
 
   kj::Promise<void> snapshot(SnapshotContext context) override {
     auto label = str(context.getParams().getLabel());
+    if (context.getParams().getWithMemory())
+      return to_kj(make_error(errc::unsupported, "snapshots of process memory: " + ctx_.live_snapshot_note +
+                                                     "; a snapshot without withMemory keeps the files"));
     return ctx_.calls
         .call<actors::snapshot_info>([this, label](auto cb) { ctx_.core.snapshot(name_, id_, label, std::move(cb)); })
         .then([context](actors::snapshot_info s) mutable { fill(context.getResults().initSnapshot(), s); });

@@ -26,6 +26,7 @@ struct rpc_context {
   std::string token;  ///< For Login; empty when TCP is off.
   preview_server* preview = nullptr;  ///< Null when the HTTP listener is off.
   actors::blob_store* blobs = nullptr;  ///< Backup archives; null: backups are unavailable.
+  std::string live_snapshot_note;       ///< Why snapshots cannot hold process memory here.
 };
 
 /// Starts the restart_on_wake processes a sandbox left behind when it last stopped, and

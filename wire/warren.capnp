@@ -235,12 +235,15 @@ interface Sandbox {
   listExposedPorts @16 () -> (ports :List(ExposedPort));
   # Its exposed ports, by port. Does not wake it.
 
-  snapshot @17 (label :Text) -> (snapshot :SnapshotInfo);
+  snapshot @17 (label :Text, withMemory :Bool) -> (snapshot :SnapshotInfo);
   # Captures its files (everything it wrote over the base image, its sessions and the specs
   # of its restart_on_wake processes; not /tmp, a memory filesystem) as an immutable
   # snapshot, journaled. A running sandbox is frozen only for that moment (see pauseUs) and
   # keeps running; a hibernated one is not woken. `label`: empty or at most 63 of a-z, 0-9,
   # '-', '_'. Fails with unavailable when the daemon has no disk pool (btrfs).
+  # withMemory: also the memory of its processes, so that they go on where they were
+  # (CRIU). Not available yet: fails with unsupported, saying what this host has (found at
+  # the daemon's start-up; Debian 12's criu 3.17 does not work on current kernels).
 
   fork @18 (names :List(Text)) -> (snapshot :SnapshotInfo, sandboxes :List(SandboxInfo));
   # A snapshot of it (kept, labelled "fork"), then one new, running sandbox per name (1-16

@@ -103,6 +103,9 @@ TEST_CASE("snapshots: fork a running sandbox 4 times, writes stay apart, the sou
   CHECK(d.warren({"create", "src-2", "--from", id}).err.find("sandbox src-2 exists") != std::string::npos);
   CHECK(d.warren({"create", "nope", "--from", "999999"}).err.find("no snapshot 999999") != std::string::npos);
   CHECK(d.warren({"snapshot", "src", "--label", "Bad Label"}).err.find("snapshot labels are") != std::string::npos);
+  auto memory = d.warren({"snapshot", "src", "--with-memory"});
+  CHECK(memory.code != 0);
+  CHECK(memory.err.find("CRIU") != std::string::npos);  // What the host has, e.g. not installed.
   auto snapshots_before = d.warren({"snapshots"}).out;
   CHECK(d.warren({"fork", "src", "--name", "src-2"}).err.find("sandbox src-2 exists") != std::string::npos);
   CHECK(d.warren({"snapshots"}).out == snapshots_before);  // Refused before any snapshot.

@@ -102,9 +102,10 @@ commands:
         revoke that URL
   ports NAME
         the sandbox's exposed ports: PORT NAME URL
-  snapshot NAME [--label LABEL]
+  snapshot NAME [--label LABEL] [--with-memory]
         capture the sandbox's files as a snapshot (prints its id); a running sandbox is
-        frozen only for that moment and keeps running
+        frozen only for that moment and keeps running (--with-memory: also its processes'
+        memory, with CRIU; not available yet, the error says what this host has)
   snapshots [rm ID...]
         list snapshots (ID LABEL SANDBOX PAUSE_MS PROCESSES), or delete some
   fork NAME [--count N] [--name NEW]...

@@ -37,14 +37,17 @@ std::uint64_t snapshot_id(const std::string& text) {
 int cmd_snapshot(connection& c, const options& o) {
   std::vector<std::string> pos;
   std::string label;
+  bool memory = false;
   for (std::size_t i = 1; i < o.rest.size(); ++i) {
     if (o.rest[i] == "--label" && i + 1 < o.rest.size()) label = o.rest[++i];
+    else if (o.rest[i] == "--with-memory") memory = true;
     else if (o.rest[i].rfind("--", 0) == 0) die("unknown snapshot option " + o.rest[i], exit_usage);
     else pos.push_back(o.rest[i]);
   }
   if (pos.size() != 1) die("usage: warren snapshot NAME [--label LABEL]", exit_usage);
   auto req = existing(c, pos[0]).snapshotRequest();
   req.setLabel(label);
+  req.setWithMemory(memory);
   auto s = req.send().wait(c.io.waitScope).getSnapshot();
   if (o.json) std::printf("%s\n", snapshot_json(s).c_str());
   else std::printf("%llu\n", static_cast<unsigned long long>(s.getId()));

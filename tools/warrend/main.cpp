@@ -253,6 +253,25 @@ struct local_blob_store final : warren::actors::blob_store {
   std::unique_ptr<warren::storage::local_blobs> blobs;
 };
 
+// Whether processes' memory could go into snapshots (CRIU): what this host has, for the
+// log and for the `unsupported` answer. Runs before any thread exists.
+std::string probe_criu() {
+  const std::string need = "live process snapshots need CRIU 4.0 or newer";
+  std::FILE* p = ::popen("criu --version 2>/dev/null", "r");
+  std::string out;
+  if (p) {
+    char buf[256];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    ::pclose(p);
+  }
+  auto at = out.find("Version: ");
+  if (at == std::string::npos) return "CRIU is not installed (" + need + ")";
+  auto version = out.substr(at + 9, out.find('\n', at) - at - 9);
+  if (std::atoi(version.c_str()) < 4)
+    return "CRIU " + version + " is installed; " + need + " (Debian 12's 3.17 fails on this kernel)";
+  return "CRIU " + version + " is installed, but warren does not take live process snapshots yet";
+}
+
 std::uint32_t fnv1a(const std::string& s) {
   std::uint32_t h = 2166136261u;
   for (unsigned char c : s) h = (h ^ c) * 16777619u;
@@ -355,6 +374,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<pool_quota> quota;
   if (pool) quota = std::make_unique<pool_quota>(*pool);
   g.disk = quota.get();
+  g.live_snapshot_note = probe_criu();
+  spdlog::info("event=live_snapshots supported=false reason=\"{}\"", g.live_snapshot_note);
   warren::error blob_err;
   auto local_blobs = warren::storage::local_blobs::open(layout.blobs_dir(), blob_err);
   if (!local_blobs) die(blob_err.message);
