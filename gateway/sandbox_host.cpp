@@ -130,8 +130,14 @@ error sandbox_host::snapshot_files(std::uint64_t sandbox_id, const std::string& 
                                    std::uint64_t& pause_us) {
   if (!options_.disk) return actors::snapshots_unavailable();
   pause_us = 0;
-  // Frozen, so that the files are one moment of the sandbox (no half-written set of files);
-  // the snapshot itself is a btrfs commit, which writes the dirty pages first.
+  // The snapshot is a btrfs commit, which first writes every dirty page of the pool: flush
+  // them before freezing, so that the sandbox waits only for what it writes meanwhile.
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::syncfs(fd);
+    ::close(fd);
+  }
+  // Frozen, so that the files are one moment of the sandbox (no half-written set of files).
   auto begin = std::chrono::steady_clock::now();
   bool running = false;
   if (auto e = cgroups_.freeze(sandbox_id, true, running)) return e;

@@ -662,6 +662,130 @@ void bench_preview(client& c, std::uint16_t http_port, const std::string& scratc
                          base_cold));
 }
 
+// --- snapshots, forks, backups ---------------------------------------------------------------
+
+// Runs a shell line in a sandbox; it must succeed.
+void sandbox_shell(client& c, warren::wire::Sandbox::Client sandbox, const std::string& line) {
+  auto req = sandbox.execRequest();
+  req.initRequest().initCommand().setShell(line);
+  req.getRequest().setCollectOutput(4096);
+  auto r = req.send().wait(c.io.waitScope).getResult();
+  if (r.getExitCode() != 0)
+    broken("`" + line + "` in a sandbox exited " + std::to_string(r.getExitCode()) + ": " +
+           std::string(reinterpret_cast<const char*>(r.getStderr().begin()), r.getStderr().size()));
+}
+
+// A 178 MB, 12,000-file node_modules-like tree (tests/fixtures/make_tree.py) in a running
+// sandbox with a server, against the same tree on the host: snapshot pause, restore to the
+// first exec, fork of 4, backup and restore of the directory, next to tar | zstd and cp -a.
+void bench_snapshots(client& c, const std::string& scratch, int reps, std::vector<row>& rows) {
+  std::ifstream script_in(std::string(WARREN_FIXTURES_DIR) + "/make_tree.py");
+  std::string script((std::istreambuf_iterator<char>(script_in)), std::istreambuf_iterator<char>());
+  auto sreq = c.root.sandboxRequest();
+  sreq.setName("snapsrc");
+  sreq.initOptions().setDiskBytes(4ull << 30);
+  auto src = sreq.send().getSandbox();
+  auto w = src.filesRequest().send().getFiles().writeFileRequest();
+  w.setPath("/workspace/make_tree.py");
+  w.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(script.data()), script.size()));
+  w.send().wait(c.io.waitScope);
+  sandbox_shell(c, src, "python3 /workspace/make_tree.py /workspace/app/node_modules > /dev/null");
+  auto start = src.startProcessRequest();
+  start.initRequest().initCommand().setShell("exec python3 -m http.server 8000 --bind 127.0.0.1");
+  start.initOptions().setRestartOnWake(true);
+  start.send().wait(c.io.waitScope);
+  auto tree = scratch + "/tree";
+  if (int code = wait_exit(spawn({"python3", std::string(WARREN_FIXTURES_DIR) + "/make_tree.py", tree})); code != 0)
+    broken("make_tree.py on the host exited " + std::to_string(code));
+
+  std::vector<double> tar_ms, untar_ms, cp_ms, pause_ms, snap_ms, first_exec_ms, fork_ms, backup_ms, unbackup_ms;
+  // Every figure starts with clean caches of written data (`sync`, untimed): one step's
+  // writes must not be flushed on the next one's time.
+  auto settle = [] { ::sync(); };
+  for (int i = 0; i < reps; ++i) {
+    // Baselines on the host, interleaved with warren's figures.
+    auto archive = scratch + "/tree.tar.zst", out = scratch + "/untar", copy = scratch + "/copy";
+    settle();
+    tar_ms.push_back(time_process({"/bin/sh", "-c", "tar -cf - -C " + tree + " . | zstd -q -3 -T0 -f -o " + archive}));
+    fs::remove_all(out);
+    fs::create_directories(out);
+    settle();
+    untar_ms.push_back(time_process({"/bin/sh", "-c", "zstd -q -d -c " + archive + " | tar -xf - -C " + out}));
+    fs::remove_all(copy);
+    settle();
+    cp_ms.push_back(time_process({"cp", "-a", tree, copy}));
+
+    // Snapshot of the running sandbox.
+    settle();
+    auto t = clock_type::now();
+    auto snap = src.snapshotRequest().send().wait(c.io.waitScope).getSnapshot();
+    snap_ms.push_back(ms_since(t));
+    pause_ms.push_back(snap.getPauseUs() / 1000.0);
+    auto id = snap.getId();
+
+    // A new sandbox from it, to its first command.
+    auto name = "restored-" + std::to_string(i);
+    settle();
+    t = clock_type::now();
+    auto rreq = c.root.sandboxRequest();
+    rreq.setName(name);
+    rreq.initOptions().setFromSnapshot(id);
+    exec_true(rreq.send().getSandbox()).wait(c.io.waitScope);
+    first_exec_ms.push_back(ms_since(t));
+    destroy(c, name).wait(c.io.waitScope);
+
+    // Fork of 4 (a snapshot of its own, then 4 running sandboxes).
+    auto freq = src.forkRequest();
+    auto names = freq.initNames(4);
+    for (unsigned k = 0; k < 4; ++k) names.set(k, "fork-" + std::to_string(i) + "-" + std::to_string(k));
+    settle();
+    t = clock_type::now();
+    auto forked = freq.send().wait(c.io.waitScope);
+    fork_ms.push_back(ms_since(t));
+    for (unsigned k = 0; k < 4; ++k) destroy(c, "fork-" + std::to_string(i) + "-" + std::to_string(k)).wait(c.io.waitScope);
+    for (auto sid : {id, forked.getSnapshot().getId()}) {
+      auto del = c.root.deleteSnapshotRequest();
+      del.setId(sid);
+      del.send().wait(c.io.waitScope);
+    }
+
+    // Backup of the directory, and its restore.
+    auto breq = src.backupRequest();
+    breq.setDir("/workspace/app/node_modules");
+    settle();
+    t = clock_type::now();
+    std::string backup_id = breq.send().wait(c.io.waitScope).getBackup().getId().cStr();
+    backup_ms.push_back(ms_since(t));
+    auto rb = src.restoreBackupRequest();
+    rb.setId(backup_id);
+    rb.setDir("/workspace/restored");
+    settle();
+    t = clock_type::now();
+    rb.send().wait(c.io.waitScope);
+    unbackup_ms.push_back(ms_since(t));
+    auto db = c.root.deleteBackupRequest();
+    db.setId(backup_id);
+    db.send().wait(c.io.waitScope);
+  }
+  auto base_tar = summarize("baseline: tar | zstd -3 of the 178 MB tree (host)", "ms", tar_ms);
+  auto base_untar = summarize("baseline: zstd -d | tar -x of it (host)", "ms", untar_ms);
+  auto base_cp = summarize("baseline: cp -a of the tree (host)", "ms", cp_ms);
+  rows.push_back(base_tar);
+  rows.push_back(base_untar);
+  rows.push_back(base_cp);
+  rows.push_back(against(summarize("snapshot: pause of the running sandbox (frozen)", "ms", pause_ms), base_cp, "<= 50 ms"));
+  rows.push_back(against(summarize("snapshot: whole call", "ms", snap_ms), base_cp));
+  rows.push_back(against(summarize("snapshot: new sandbox from it to its first exec", "ms", first_exec_ms), base_untar,
+                         "<= 20 ms, >= 100x faster"));
+  rows.push_back(against(summarize("snapshot: fork of 4 (snapshot + 4 running sandboxes)", "ms", fork_ms), base_cp, "<= 60 ms"));
+  rows.push_back(against(summarize("backup: the tree into the blob store (tar + zstd in the sandbox)", "ms", backup_ms), base_tar));
+  rows.push_back(against(summarize("backup: restore of it into a new directory", "ms", unbackup_ms), base_untar));
+  fs::remove_all(scratch + "/tree");
+  fs::remove_all(scratch + "/untar");
+  fs::remove_all(scratch + "/copy");
+  fs::remove(scratch + "/tree.tar.zst");
+}
+
 void bench_journal(int events, int replay_events, std::vector<row>& rows) {
   char tmpl[] = "/tmp/warren-bench-journal-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
@@ -776,7 +900,7 @@ int main(int argc, char** argv) {
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
       std::fprintf(stderr, "usage: warren_bench --warrend PATH [--quick] [--out FILE] "
-                           "[--only latency|files|burst|density|preview|hibernation|jail|journal]\n");
+                           "[--only latency|files|burst|density|preview|hibernation|snapshots|jail|journal]\n");
       return 2;
     }
   }
@@ -813,6 +937,10 @@ int main(int argc, char** argv) {
     if (want("preview")) {
       std::fprintf(stderr, "warren_bench: preview proxy ...\n");
       bench_preview(c, http_port, d.dir, n, rows);
+    }
+    if (want("snapshots")) {
+      std::fprintf(stderr, "warren_bench: snapshots, forks and backups of a 178 MB tree ...\n");
+      bench_snapshots(c, d.dir, quick ? 5 : 15, rows);
     }
     if (want("hibernation")) {
       std::fprintf(stderr, "warren_bench: hibernation ...\n");
