@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <unordered_set>
 
 #include "actors/messages.hpp"
@@ -82,6 +83,12 @@ std::unique_ptr<core> core::start(const core_options& options, storage::journal&
     spdlog::info("event=orphan_files_removed sandbox_id={}", id);
     if (auto e = storage::remove_tree(layout.sandbox_dir(id)))
       spdlog::warn("event=orphan_files_left sandbox_id={} reason=\"{}\"", id, e.message);
+  }
+  // Imports a crash interrupted.
+  {
+    std::error_code ec;
+    for (auto& entry : std::filesystem::directory_iterator(layout.snapshots_dir(), ec))
+      if (entry.path().filename().string().rfind(".import-", 0) == 0) runtime.remove_snapshot(entry.path().string());
   }
   // And snapshots whose deletion (or whose taking) the journal does not hold.
   for (auto id : storage::list_snapshot_dirs(layout)) {
@@ -186,6 +193,14 @@ void core::backups(callback<std::vector<backup_info>> done) {
 
 void core::delete_backup(std::string id, callback<bool> done) {
   impl_->ask<bool>(impl_->timeout(), std::move(done), wr_bkdel_atom::value, std::move(id));
+}
+
+void core::begin_import(std::string label, callback<snapshot_info> done) {
+  impl_->ask<snapshot_info>(impl_->timeout(), std::move(done), wr_import_atom::value, std::move(label));
+}
+
+void core::finish_import(snapshot_info staged, callback<snapshot_info> done) {
+  impl_->ask<snapshot_info>(impl_->timeout(), std::move(done), wr_imported_atom::value, std::move(staged));
 }
 
 void core::list_snapshots(callback<std::vector<snapshot_info>> done) {

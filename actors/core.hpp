@@ -117,6 +117,11 @@ class core {
   void record_backup(backup_info backup, callback<backup_info> done);
   void backups(callback<std::vector<backup_info>> done);
   void delete_backup(std::string id, callback<bool> done);
+  /// Importing a snapshot exported elsewhere: begin_import gives an id and a staging
+  /// directory (`dir`) for `btrfs receive`; finish_import (with that info) adopts what was
+  /// received as the snapshot and journals it.
+  void begin_import(std::string label, callback<snapshot_info> done);
+  void finish_import(snapshot_info staged, callback<snapshot_info> done);
   /// Every snapshot, by id.
   void list_snapshots(callback<std::vector<snapshot_info>> done);
   /// Deletes a snapshot and its files. Value: whether it existed. Sandboxes made from it keep

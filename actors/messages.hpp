@@ -46,6 +46,8 @@ using wr_restore_atom = caf::atom_constant<caf::atom("wr_restore")>;
 using wr_backup_atom = caf::atom_constant<caf::atom("wr_backup")>;
 using wr_backups_atom = caf::atom_constant<caf::atom("wr_backups")>;
 using wr_bkdel_atom = caf::atom_constant<caf::atom("wr_bkdel")>;
+using wr_import_atom = caf::atom_constant<caf::atom("wr_import")>;
+using wr_imported_atom = caf::atom_constant<caf::atom("wr_imptd")>;
 
 /// CAF error category of warren::errc.
 using wr_error_atom = caf::atom_constant<caf::atom("warren")>;
@@ -79,7 +81,7 @@ typename Inspector::result_type inspect(Inspector& f, backup_info& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, snapshot_info& x) {
   return f(caf::meta::type_name("snapshot_info"), x.id, x.label, x.sandbox, x.sandbox_id, x.created_at_ms, x.pause_us,
-           x.ports, x.process_ids, x.process_argvs);
+           x.ports, x.process_ids, x.process_argvs, x.dir);
 }
 
 template <class Inspector>

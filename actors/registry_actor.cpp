@@ -53,9 +53,10 @@ std::uint64_t take_id(registry_state& s) {
   return s.reserved_id++;
 }
 
-snapshot_info info_of(const wire::registry_snapshot::snapshot& snap) {
+snapshot_info info_of(const registry_state& s, const wire::registry_snapshot::snapshot& snap) {
   auto& t = snap.taken;
-  snapshot_info i{t.snapshot_id, t.label, t.name, t.sandbox_id, snap.at_ms, t.pause_us, t.ports, {}, {}};
+  snapshot_info i{t.snapshot_id, t.label, t.name, t.sandbox_id, snap.at_ms, t.pause_us, t.ports, {}, {},
+                  s.layout->snapshot_dir(t.snapshot_id)};
   for (auto& p : t.processes) {
     i.process_ids.push_back(p.process_id);
     i.process_argvs.push_back(p.argv);
@@ -559,9 +560,42 @@ caf::behavior registry_behavior(registry_actor* self) {
           });
         });
       },
+      [=](wr_import_atom, std::string& label) -> caf::result<snapshot_info> {
+        // An id and a staging directory for `btrfs receive` (the gateway runs it).
+        if (auto e = validate_snapshot_label(label)) return to_caf(e);
+        auto& s = self->state;
+        if (s.shutting_down) return to_caf(stopping());
+        snapshot_info i;
+        i.id = take_id(s);
+        i.label = label;
+        i.dir = s.layout->snapshots_dir() + "/.import-" + std::to_string(i.id);
+        return i;
+      },
+      [=](wr_imported_atom, snapshot_info& got) {
+        return gated<snapshot_info>(self, [=](caf::response_promise rp) {
+          auto& s = self->state;
+          auto staging = got.dir;
+          auto dir = s.layout->snapshot_dir(got.id);
+          if (staging != s.layout->snapshots_dir() + "/.import-" + std::to_string(got.id))
+            return (void)rp.deliver(to_caf(make_error(errc::invalid_argument, "not an import staging directory")));
+          if (auto e = s.runtime->adopt_snapshot(staging, dir)) {
+            s.runtime->remove_snapshot(staging);
+            return (void)rp.deliver(to_caf(e));
+          }
+          write(self, {wire::snapshot_taken{got.id, got.label, "", 0, 0, {}, {}}}, {}, [=](const error& e) mutable {
+            auto& st = self->state;
+            if (e) {
+              st.runtime->remove_snapshot(dir);
+              return (void)rp.deliver(to_caf(e));
+            }
+            spdlog::info("event=snapshot_imported snapshot={}", got.id);
+            rp.deliver(info_of(st, st.rec.snapshots.at(got.id)));
+          });
+        });
+      },
       [=](wr_snaps_atom) -> std::vector<snapshot_info> {
         std::vector<snapshot_info> out;
-        for (auto& [id, snap] : self->state.rec.snapshots) out.push_back(info_of(snap));
+        for (auto& [id, snap] : self->state.rec.snapshots) out.push_back(info_of(self->state, snap));
         return out;
       },
       [=](wr_snapdel_atom, std::uint64_t snap_id) {

@@ -110,6 +110,9 @@ class sandbox_runtime {
   /// other leftover (a copy whose restore never reached the journal).
   virtual error stage_restore(const std::string& snapshot_dir, const std::string& dir, std::uint64_t restore_count);
   virtual error settle_restore(const std::string& dir, std::uint64_t restore_count);
+  /// An imported snapshot: the one read-only subvolume that `btrfs receive` made in
+  /// `staging` becomes `snapshot_dir`; `staging` goes.
+  virtual error adopt_snapshot(const std::string& staging, const std::string& snapshot_dir);
 };
 
 inline error snapshots_unavailable() {
@@ -125,5 +128,6 @@ inline error sandbox_runtime::stage_restore(const std::string&, const std::strin
   return snapshots_unavailable();
 }
 inline error sandbox_runtime::settle_restore(const std::string&, std::uint64_t) { return {}; }
+inline error sandbox_runtime::adopt_snapshot(const std::string&, const std::string&) { return snapshots_unavailable(); }
 
 }  // namespace warren::actors

@@ -86,6 +86,7 @@ struct snapshot_info {
   std::vector<std::uint32_t> ports;         ///< Its exposed ports then.
   std::vector<std::string> process_ids;     ///< Its running background processes then,
   std::vector<std::vector<std::string>> process_argvs;  ///< and how they were started.
+  std::string dir;  ///< Where its files are (for export; never sent to clients).
 };
 
 /// An exec as a client asked for it (already copied out of the wire format).

@@ -2,15 +2,23 @@
 // unpacked *inside* the sandbox by its own tools, through the agent's exec, so the host
 // never interprets the sandbox's files; the archive streams through the daemon into the
 // blob store, hashed on the way in and checked before it is read back.
+#include <kj/async-unix.h>
 #include <kj/debug.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <memory>
 
 #include "gateway/rpc_server.hpp"
 #include "wire/files.capnp.h"
+
+extern char** environ;
 
 namespace warren::gateway {
 namespace {
@@ -267,6 +275,181 @@ kj::Promise<void> restore_backup(rpc_context& ctx, std::string name, std::uint64
       });
 }
 
+namespace {
+
+// A child process with pipes for stdin (optional), stdout (optional) and stderr; its exit
+// through KJ's child watch (the daemon captures SIGCHLD).
+struct piped_child {
+  pid_t pid = -1;
+  kj::Maybe<pid_t> slot;
+  kj::Promise<int> exited = nullptr;
+  kj::Own<kj::AsyncOutputStream> in;
+  kj::Own<kj::AsyncInputStream> out, err;
+};
+
+kj::Own<piped_child> spawn_piped(kj::AsyncIoContext& io, const std::vector<std::string>& argv, bool with_in,
+                                 bool with_out, error& err) {
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
+  auto close_all = [&] {
+    for (int fd : {in[0], in[1], out[0], out[1], errp[0], errp[1]})
+      if (fd >= 0) ::close(fd);
+  };
+  if ((with_in && ::pipe2(in, O_CLOEXEC) < 0) || (with_out && ::pipe2(out, O_CLOEXEC) < 0) || ::pipe2(errp, O_CLOEXEC) < 0) {
+    err = make_error(errc::internal, std::string("pipe2: ") + std::strerror(errno));
+    close_all();
+    return kj::Own<piped_child>();
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (with_in) posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  else posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  if (with_out) posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  else posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  auto c = kj::heap<piped_child>();
+  int rc = ::posix_spawnp(&c->pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    err = make_error(errc::internal, argv[0] + ": " + std::strerror(rc));
+    close_all();
+    return kj::Own<piped_child>();
+  }
+  c->slot = c->pid;
+  c->exited = io.unixEventPort.onChildExit(c->slot);  // Right after the spawn (KJ's rule).
+  constexpr auto own = kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP | kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC;
+  if (with_in) {
+    ::close(in[0]);
+    c->in = io.lowLevelProvider->wrapOutputFd(in[1], own);
+  }
+  if (with_out) {
+    ::close(out[1]);
+    c->out = io.lowLevelProvider->wrapInputFd(out[0], own);
+  }
+  ::close(errp[1]);
+  c->err = io.lowLevelProvider->wrapInputFd(errp[0], own);
+  return c;
+}
+
+kj::Promise<void> drain_into(kj::AsyncInputStream& in, actors::blob_store::writer& w, kj::Array<kj::byte> buf) {
+  auto* p = buf.begin();
+  auto n = buf.size();
+  auto* ip = &in;
+  auto* wp = &w;
+  return in.tryRead(p, 1, n).then([ip, wp, buf = kj::mv(buf)](std::size_t got) mutable -> kj::Promise<void> {
+    if (got == 0) return kj::READY_NOW;
+    if (auto e = wp->write(buf.begin(), got)) return to_kj(e);
+    return drain_into(*ip, *wp, kj::mv(buf));
+  });
+}
+
+// The reader is shared into every continuation: it must live until the last chunk is read
+// (with a reference captured instead, the daemon crashed reading the second chunk).
+kj::Promise<void> feed_from(std::shared_ptr<actors::blob_store::reader> r, kj::AsyncOutputStream& out,
+                            kj::Array<kj::byte> buf) {
+  std::size_t got = 0;
+  if (auto e = r->read(buf.begin(), buf.size(), got)) return to_kj(e);
+  if (got == 0) return kj::READY_NOW;
+  auto* p = buf.begin();
+  auto* o = &out;
+  return out.write(p, got).then([r, o, buf = kj::mv(buf)]() mutable { return feed_from(r, *o, kj::mv(buf)); });
+}
+
+bool valid_export_name(const std::string& name) {
+  if (name.rfind("snapshot-", 0) != 0 || name.size() < 16 || name.size() > 128 ||
+      name.compare(name.size() - 6, 6, ".btrfs") != 0)
+    return false;
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.')) return false;
+  return true;
+}
+
+}  // namespace
+
+kj::Promise<snapshot_export> export_snapshot(rpc_context& ctx, std::uint64_t snapshot_id) {
+  if (!ctx.blobs || !ctx.io) return to_kj(make_error(errc::unavailable, "this daemon has no blob store"));
+  return ctx.calls.call<std::vector<actors::snapshot_info>>([&ctx](auto cb) { ctx.core.list_snapshots(std::move(cb)); })
+      .then([&ctx, snapshot_id](std::vector<actors::snapshot_info> all) -> kj::Promise<snapshot_export> {
+        std::string dir;
+        for (auto& s : all)
+          if (s.id == snapshot_id) dir = s.dir;
+        if (dir.empty()) return to_kj(make_error(errc::not_found, "no snapshot " + std::to_string(snapshot_id)));
+        auto name = "snapshot-" + std::to_string(snapshot_id) + "-" + random_id().substr(0, 8) + ".btrfs";
+        error err;
+        auto writer = ctx.blobs->create(name, err);
+        if (!writer) return to_kj(err);
+        auto child = spawn_piped(*ctx.io, {"btrfs", "send", "-q", dir}, false, true, err);
+        if (child.get() == nullptr) return to_kj(err);
+        auto& c = *child;
+        auto& w = *writer;
+        auto stderr_text = c.err->readAllText(4096);
+        return drain_into(*c.out, w, kj::heapArray<kj::byte>(chunk_bytes))
+            .then([&c, stderr_text = kj::mv(stderr_text)]() mutable { return stderr_text.then([&c](kj::String e) mutable {
+              return c.exited.then([e = kj::mv(e)](int status) mutable { return std::make_pair(status, std::string(e.cStr())); });
+            }); })
+            .then([&w, name, snapshot_id](std::pair<int, std::string> done) -> kj::Promise<snapshot_export> {
+              if (!WIFEXITED(done.first) || WEXITSTATUS(done.first) != 0)
+                return to_kj(make_error(errc::internal, "btrfs send failed: " + short_error(done.second)));
+              snapshot_export x;
+              x.blob = name;
+              if (auto e = w.commit(x.sha256, x.bytes)) return to_kj(e);
+              spdlog::info("event=snapshot_exported snapshot={} blob={} bytes={}", snapshot_id, name, x.bytes);
+              return x;
+            })
+            .attach(kj::mv(child), kj::mv(writer));
+      });
+}
+
+kj::Promise<actors::snapshot_info> import_snapshot(rpc_context& ctx, std::string blob, std::string sha256,
+                                                   std::string label) {
+  if (!ctx.blobs || !ctx.io) return to_kj(make_error(errc::unavailable, "this daemon has no blob store"));
+  if (!valid_export_name(blob))
+    return to_kj(make_error(errc::invalid_argument, "not the name of a snapshot export (snapshot-ID-XXXXXXXX.btrfs)"));
+  if (sha256.size() != 64 || sha256.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return to_kj(make_error(errc::invalid_argument, "sha256 must be 64 lower-case hex characters"));
+  // The whole stream is checked before btrfs receive sees a byte of it.
+  error err;
+  auto reader = ctx.blobs->open_verified(blob, sha256, err);
+  if (!reader) return to_kj(err);
+  auto shared_reader = std::shared_ptr<actors::blob_store::reader>(std::move(reader));
+  return ctx.calls.call<actors::snapshot_info>([&ctx, label](auto cb) { ctx.core.begin_import(label, std::move(cb)); })
+      .then([&ctx, shared_reader](actors::snapshot_info staged) -> kj::Promise<actors::snapshot_info> {
+        auto parent = staged.dir.substr(0, staged.dir.rfind('/'));
+        if ((::mkdir(parent.c_str(), 0700) < 0 && errno != EEXIST) || ::mkdir(staged.dir.c_str(), 0700) < 0)
+          return to_kj(make_error(errc::internal, "cannot create " + staged.dir + ": " + std::strerror(errno)));
+        error err;
+        // Confined to the staging directory; -e: stop at the stream's end marker.
+        auto child = spawn_piped(*ctx.io, {"btrfs", "receive", "-q", "-e", "--chroot", staged.dir}, true, false, err);
+        if (child.get() == nullptr) {
+          ctx.host.remove_snapshot(staged.dir);
+          return to_kj(err);
+        }
+        auto& c = *child;
+        auto stderr_text = c.err->readAllText(4096);
+        auto fed = feed_from(shared_reader, *c.in, kj::heapArray<kj::byte>(chunk_bytes))
+                       .then([&c]() { c.in = nullptr; })  // EOF for btrfs receive.
+                       .catch_([&c](kj::Exception&&) { c.in = nullptr; });
+        return fed.then([&c, stderr_text = kj::mv(stderr_text)]() mutable {
+                    return stderr_text.then([&c](kj::String e) mutable {
+                      return c.exited.then(
+                          [e = kj::mv(e)](int status) mutable { return std::make_pair(status, std::string(e.cStr())); });
+                    });
+                  })
+            .then([&ctx, staged](std::pair<int, std::string> done) mutable -> kj::Promise<actors::snapshot_info> {
+              if (!WIFEXITED(done.first) || WEXITSTATUS(done.first) != 0) {
+                ctx.host.remove_snapshot(staged.dir);
+                return to_kj(make_error(errc::invalid_argument, "the archive is not a snapshot this daemon can take "
+                                                                "(btrfs receive: " + short_error(done.second) + ")"));
+              }
+              return ctx.calls.call<actors::snapshot_info>(
+                  [&ctx, staged](auto cb) { ctx.core.finish_import(staged, std::move(cb)); });
+            })
+            .attach(kj::mv(child), shared_reader);
+      });
+}
+
 kj::Promise<void> sweep_backups(rpc_context& ctx, bool orphans) {
   if (!ctx.blobs) return kj::READY_NOW;
   return ctx.calls.call<std::vector<actors::backup_info>>([&ctx](auto cb) { ctx.core.backups(std::move(cb)); })
@@ -287,7 +470,7 @@ kj::Promise<void> sweep_backups(rpc_context& ctx, bool orphans) {
           for (auto& blob : ctx.blobs->list()) {
             bool known = false;
             for (auto& b : all) known = known || blob == blob_name(b.id);
-            if (known) continue;
+            if (known || blob.rfind("backup-", 0) != 0) continue;  // Snapshot exports are the operator's.
             spdlog::info("event=orphan_archive_removed blob={}", blob);
             ctx.blobs->remove(blob);
           }

@@ -944,6 +944,21 @@ class warren_impl final : public wire::Warren::Server {
         .then([context](bool existed) mutable { context.getResults().setExisted(existed); });
   }
 
+  kj::Promise<void> exportSnapshot(ExportSnapshotContext context) override {
+    return export_snapshot(ctx_, context.getParams().getId()).then([context](snapshot_export x) mutable {
+      auto res = context.getResults();
+      res.setBlob(x.blob);
+      res.setSha256(x.sha256);
+      res.setBytes(x.bytes);
+    });
+  }
+
+  kj::Promise<void> importSnapshot(ImportSnapshotContext context) override {
+    auto p = context.getParams();
+    return import_snapshot(ctx_, str(p.getBlob()), str(p.getSha256()), str(p.getLabel()))
+        .then([context](actors::snapshot_info s) mutable { fill(context.getResults().initSnapshot(), s); });
+  }
+
   kj::Promise<void> listBackups(ListBackupsContext context) override {
     return ctx_.calls.call<std::vector<actors::backup_info>>([this](auto cb) { ctx_.core.backups(std::move(cb)); })
         .then([context](std::vector<actors::backup_info> all) mutable {

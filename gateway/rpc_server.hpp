@@ -2,6 +2,7 @@
 #pragma once
 
 #include <capnp/capability.h>
+#include <kj/async-io.h>
 
 #include <functional>
 #include <string>
@@ -27,6 +28,7 @@ struct rpc_context {
   preview_server* preview = nullptr;  ///< Null when the HTTP listener is off.
   actors::blob_store* blobs = nullptr;  ///< Backup archives; null: backups are unavailable.
   std::string live_snapshot_note;       ///< Why snapshots cannot hold process memory here.
+  kj::AsyncIoContext* io = nullptr;     ///< For child processes (btrfs send / receive).
 };
 
 /// Starts the restart_on_wake processes a sandbox left behind when it last stopped, and
@@ -49,6 +51,16 @@ struct backup_request {
 kj::Promise<actors::backup_info> make_backup(rpc_context& ctx, std::string name, std::uint64_t id, backup_request req);
 kj::Promise<void> restore_backup(rpc_context& ctx, std::string name, std::uint64_t id, std::string backup_id,
                                  std::string dir);
+/// Snapshots moved between machines: a btrfs send stream of the snapshot into the blob
+/// store (name, SHA-256, size), and back (btrfs receive, confined to a staging directory).
+struct snapshot_export {
+  std::string blob, sha256;
+  std::uint64_t bytes = 0;
+};
+kj::Promise<snapshot_export> export_snapshot(rpc_context& ctx, std::uint64_t snapshot_id);
+kj::Promise<actors::snapshot_info> import_snapshot(rpc_context& ctx, std::string blob, std::string sha256,
+                                                   std::string label);
+
 /// Deletes expired backups (journal, then archive); with `orphans`, also archives the
 /// journal does not know (a crash between writing one and journaling it).
 kj::Promise<void> sweep_backups(rpc_context& ctx, bool orphans);

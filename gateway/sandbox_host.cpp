@@ -10,10 +10,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cstring>
 #include <unordered_map>
 #include <vector>
@@ -159,7 +161,31 @@ error sandbox_host::clone_files(const std::string& snapshot_dir, const std::stri
 
 error sandbox_host::remove_snapshot(const std::string& snapshot_dir) {
   if (!options_.disk) return {};
+  if (snapshot_dir.find("/.import-") != std::string::npos) {
+    // An import's staging directory: what btrfs receive made in it are subvolumes.
+    std::error_code ec;
+    for (auto& e : std::filesystem::directory_iterator(snapshot_dir, ec))
+      if (auto r = options_.disk->remove(e.path().string())) return r;
+    if (::rmdir(snapshot_dir.c_str()) < 0 && errno != ENOENT)
+      return make_error(errc::internal, "cannot remove " + snapshot_dir + ": " + std::strerror(errno));
+    return {};
+  }
   return options_.disk->remove(snapshot_dir);
+}
+
+error sandbox_host::adopt_snapshot(const std::string& staging, const std::string& snapshot_dir) {
+  if (!options_.disk) return actors::snapshots_unavailable();
+  std::vector<std::string> made;
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator(staging, ec)) made.push_back(e.path().string());
+  struct stat st {};
+  // A subvolume's root directory has inode 256 (BTRFS_FIRST_FREE_OBJECTID).
+  if (made.size() != 1 || ::lstat(made[0].c_str(), &st) < 0 || !S_ISDIR(st.st_mode) || st.st_ino != 256)
+    return make_error(errc::invalid_argument, "the archive did not hold exactly one snapshot");
+  // A read-only subvolume cannot move to another directory: a snapshot of it takes its
+  // place (a commit, no copy), then the received one goes.
+  if (auto e = options_.disk->snapshot(made[0], snapshot_dir, true)) return e;
+  return remove_snapshot(staging);
 }
 
 namespace {

@@ -52,6 +52,7 @@ class sandbox_host final : public actors::sandbox_runtime {
   error remove_snapshot(const std::string& snapshot_dir) override;
   error stage_restore(const std::string& snapshot_dir, const std::string& dir, std::uint64_t restore_count) override;
   error settle_restore(const std::string& dir, std::uint64_t restore_count) override;
+  error adopt_snapshot(const std::string& staging, const std::string& snapshot_dir) override;
   /// OOM kills so far in the sandbox's memory cgroup (KJ thread; a small file read).
   std::uint64_t oom_kills(std::uint64_t sandbox_id) const { return cgroups_.oom_kills(sandbox_id); }
 

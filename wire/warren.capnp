@@ -63,6 +63,16 @@ interface Warren {
 
   deleteBackup @10 (id :Text) -> (existed :Bool);
   # Deletes a backup and its archive (journaled).
+
+  exportSnapshot @11 (id :UInt64) -> (blob :Text, sha256 :Text, bytes :UInt64);
+  # Writes the snapshot as a btrfs send stream into the blob store (with the local store:
+  # <data-dir>/blobs/`blob`), so that it can move to another machine's store. The blob is
+  # the operator's to keep or delete; nothing is journaled.
+
+  importSnapshot @12 (blob :Text, sha256 :Text, label :Text) -> (snapshot :SnapshotInfo);
+  # A new snapshot from an exported one in the blob store: its SHA-256 is checked first (a
+  # corrupt stream is refused with corrupt), then btrfs receive applies it, confined to a
+  # staging directory. Journaled; `sandbox` is empty. Import only streams you exported.
 }
 
 struct BackupInfo {

@@ -214,3 +214,48 @@ TEST_CASE("backups: a directory round trip with excludes, a corrupt archive refu
   CHECK(eventually([&] { return ::access(orphan.c_str(), F_OK) != 0; }));
   CHECK(d.warren({"backups"}).out.find("/workspace/proj") != std::string::npos);  // The last one stays.
 }
+
+namespace {
+std::string sha256_of(const std::string& path) {
+  auto r = run({"/usr/bin/sha256sum", path});
+  return r.out.substr(0, 64);
+}
+}  // namespace
+
+TEST_CASE("snapshots move between daemons: export, import, and corrupt or foreign streams refused", "[e2e][snapshots]") {
+  warrend_process a;
+  REQUIRE(a.warren({"exec", "orig", "--shell", "--",
+                    "mkdir -p /workspace/w && seq 1 5000 > /workspace/w/numbers && ln -s numbers /workspace/w/link"})
+              .code == 0);
+  auto id = first_line(a.warren({"snapshot", "orig", "--label", "travel"}).out);
+  auto exported = a.warren({"snapshots", "export", id});
+  INFO(exported.out << exported.err);
+  REQUIRE(exported.code == 0);
+  auto blob = exported.out.substr(0, exported.out.find(' '));
+  auto sha = exported.out.substr(exported.out.find(' ') + 1, 64);
+  CHECK(sha == sha256_of(a.data_dir + "/blobs/" + blob));
+
+  warrend_process b;
+  REQUIRE(b.warren({"exec", "other", "--", "true"}).code == 0);
+  REQUIRE(run({"/bin/cp", a.data_dir + "/blobs/" + blob, b.data_dir + "/blobs/" + blob}).code == 0);
+  CHECK(b.warren({"snapshots", "import", blob, std::string(64, '0')}).err.find("corrupt") != std::string::npos);
+  auto imported = b.warren({"snapshots", "import", blob, sha, "--label", "arrived"});
+  INFO(imported.err);
+  REQUIRE(imported.code == 0);
+  auto new_id = first_line(imported.out);
+  CHECK(b.warren({"snapshots"}).out.find("arrived") != std::string::npos);
+  REQUIRE(b.warren({"create", "copy", "--from", new_id}).code == 0);
+  CHECK(b.warren({"exec", "copy", "--shell", "--", "wc -l < /workspace/w/link"}).out == "5000\n");
+
+  // Bytes that are not a send stream (with a matching checksum) are refused; nothing stays.
+  auto junk = b.data_dir + "/blobs/snapshot-9-0badf00d.btrfs";
+  REQUIRE(run({"/bin/sh", "-c", "head -c 100000 /dev/urandom > " + junk}).code == 0);
+  auto before = b.warren({"snapshots"}).out;
+  auto refused = b.warren({"snapshots", "import", "snapshot-9-0badf00d.btrfs", sha256_of(junk)});
+  CHECK(refused.code != 0);
+  CHECK(refused.err.find("btrfs receive") != std::string::npos);
+  CHECK(b.warren({"snapshots"}).out == before);
+  CHECK_FALSE(b.mounts_mention(".import-"));
+  CHECK(b.warren({"snapshots", "import", "../../etc/passwd", sha}).err.find("not the name") != std::string::npos);
+  CHECK(a.warren({"snapshots", "export", "999999"}).err.find("no snapshot") != std::string::npos);
+}

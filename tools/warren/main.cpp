@@ -108,6 +108,9 @@ commands:
         memory, with CRIU; not available yet, the error says what this host has)
   snapshots [rm ID...]
         list snapshots (ID LABEL SANDBOX PAUSE_MS PROCESSES), or delete some
+  snapshots export ID | snapshots import BLOB SHA256 [--label LABEL]
+        write a snapshot into the blob store (<data-dir>/blobs/BLOB; prints BLOB SHA256) to
+        move it to another machine, and make a snapshot of such a blob there
   fork NAME [--count N] [--name NEW]...
         snapshot the sandbox and start N new sandboxes from it (default names NAME-1,
         NAME-2 ...; prints them)

@@ -54,8 +54,32 @@ int cmd_snapshot(connection& c, const options& o) {
   return 0;
 }
 
-// warren snapshots | warren snapshots rm ID...
+// warren snapshots | warren snapshots rm ID... | export ID | import BLOB SHA256 [--label L]
 int cmd_snapshots(connection& c, const options& o) {
+  if (o.rest.size() == 3 && o.rest[1] == "export") {
+    auto req = c.root.exportSnapshotRequest();
+    req.setId(snapshot_id(o.rest[2]));
+    auto res = req.send().wait(c.io.waitScope);
+    if (o.json)
+      std::printf("{\"blob\":%s,\"sha256\":%s,\"bytes\":%llu}\n", wire::json_quote(res.getBlob().cStr()).c_str(),
+                  wire::json_quote(res.getSha256().cStr()).c_str(), static_cast<unsigned long long>(res.getBytes()));
+    else
+      std::printf("%s %s\n", res.getBlob().cStr(), res.getSha256().cStr());
+    return 0;
+  }
+  if (o.rest.size() >= 4 && o.rest[1] == "import") {
+    std::string label;
+    if (o.rest.size() == 6 && o.rest[4] == "--label") label = o.rest[5];
+    else if (o.rest.size() != 4) die("usage: warren snapshots import BLOB SHA256 [--label LABEL]", exit_usage);
+    auto req = c.root.importSnapshotRequest();
+    req.setBlob(o.rest[2]);
+    req.setSha256(o.rest[3]);
+    req.setLabel(label);
+    auto s = req.send().wait(c.io.waitScope).getSnapshot();
+    if (o.json) std::printf("%s\n", snapshot_json(s).c_str());
+    else std::printf("%llu\n", static_cast<unsigned long long>(s.getId()));
+    return 0;
+  }
   if (o.rest.size() >= 2 && o.rest[1] == "rm") {
     if (o.rest.size() < 3) die("usage: warren snapshots rm ID...", exit_usage);
     int code = 0;
