@@ -481,18 +481,23 @@ class sandbox_impl final : public wire::Sandbox::Server {
     if (auto e = actors::validate_exec(req)) return to_kj(e);
     std::map<std::string, std::string> merged;
     for (auto& [k, v] : actors::default_env(name_)) merged[k] = v;
+    auto options = p.getOptions();
+    bool pty = options.getPty();
+    if (pty) merged["TERM"] = "xterm-256color";  // What the client's terminal speaks, unless env says otherwise.
     for (auto& [k, v] : req.env) merged[k] = v;
     std::vector<std::string> env;
     for (auto& [k, v] : merged) env.push_back(k + "=" + v);
-    auto options = p.getOptions();
+    auto cols = options.getCols(), rows = options.getRows();
+    if (pty && (cols > 1000 || rows > 1000))
+      return to_kj(make_error(errc::invalid_argument, "cols and rows must be 1-1000 (0: 80x24)"));
     auto id = str(options.getId());
     auto ring = options.getLogBytes();
     bool restart = options.getRestartOnWake();
     bool cleanup = options.getAutoCleanup();
     auto cwd = req.cwd.empty() ? std::string("/workspace") : req.cwd;
     bool shell = command.isShell();
-    return with_held_agent(ctx_, name_, id_, [this, context, req, env, cwd, id, ring, restart, cleanup,
-                                              shell](wire::Agent::Client& agent) mutable {
+    return with_held_agent(ctx_, name_, id_, [this, context, req, env, cwd, id, ring, restart, cleanup, shell, pty,
+                                              cols, rows](wire::Agent::Client& agent) mutable {
       auto call = agent.startProcessRequest();
       call.setId(id);
       set_texts(call.initArgv(static_cast<unsigned>(req.argv.size())), req.argv);
@@ -501,6 +506,9 @@ class sandbox_impl final : public wire::Sandbox::Server {
       call.setRingBytes(ring);
       call.setRestartOnWake(restart);
       call.setAutoCleanup(cleanup);
+      call.setPty(pty);
+      call.setCols(cols);
+      call.setRows(rows);
       if (!req.session.empty()) {
         // The session's directory and environment apply unless the request set its own.
         call.setSession(req.session);

@@ -42,7 +42,8 @@ interface Agent {
 
   startProcess @6 (id :Text, argv :List(Text), env :List(Text), cwd :Text, ringBytes :UInt32,
                    events :ProcessEvents, restartOnWake :Bool, session :Text, shell :Bool,
-                   callEnv :List(Text), cwdGiven :Bool, autoCleanup :Bool)
+                   callEnv :List(Text), cwdGiven :Bool, autoCleanup :Bool, pty :Bool, cols :UInt16,
+                   rows :UInt16)
               -> (process :Process, info :ProcessInfo, cwd :Text);
   # A background process (wire/process.capnp): complete env, cwd as given; fails with
   # "code: message" (invalid_argument, already_exists for a running id, not_found).
@@ -83,6 +84,9 @@ struct ProcessSpec {
   autoCleanup @5 :Bool;
   command @6 :List(Text);   # What the client asked for (argv may be a session's wrapper).
   session @7 :Text;
+  pty @8 :Bool;
+  cols @9 :UInt16;
+  rows @10 :UInt16;
 }
 
 interface ProcessEvents {

@@ -42,6 +42,14 @@ interface Process {
   # `GET path` (default /) with a status in [statusMin, statusMax] (default 200-399; status
   # is returned). Tries every intervalMs (default 100). Fails with "timeout", or "not_found"
   # when the process ends first.
+
+  write @7 (data :Data) -> stream;
+  # Input for a process started with a terminal (ProcessOptions.pty): keystrokes, in order
+  # (^C is byte 3, and the terminal turns it into SIGINT as a real one does). Refused with
+  # invalid_argument for a process without a terminal; at most 64 KiB per call.
+
+  resize @8 (cols :UInt16, rows :UInt16) -> ();
+  # The terminal's size (1-1000 each); its programs get SIGWINCH.
 }
 
 struct LogChunk {
@@ -76,6 +84,7 @@ struct ProcessInfo {
   pid @5 :Int32;              # Inside the sandbox's pid namespace.
   startedAtMs @6 :UInt64;     # Unix epoch ms.
   endedAtMs @7 :UInt64;       # 0 while running.
-  stdoutBytes @8 :UInt64;     # Produced so far.
+  stdoutBytes @8 :UInt64;     # Produced so far (with a terminal: everything it showed).
   stderrBytes @9 :UInt64;
+  pty @10 :Bool;              # It runs on a terminal (output is stream 1 only).
 }

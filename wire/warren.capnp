@@ -308,6 +308,14 @@ struct ProcessOptions {
   # Once it ended (and its end is journaled), it leaves listProcesses and getProcess, and the
   # sandbox frees its output buffers; clients that hold its Process still read its logs and
   # end. The journal keeps its start and end. Default: it stays listed (the last 100 ended).
+  pty @4 :Bool;
+  # Run it on a terminal of its own (a pseudo-terminal, TERM=xterm-256color unless env sets
+  # it): programs see a tty (colours, line editing, job control: ^C, ^Z, fg); its output,
+  # stdout and stderr together, is stream 1 of the ring buffer (logBytes, default 1 MiB), so
+  # a client that reconnects replays the screen from any offset; input goes through
+  # Process.write, size through Process.resize. `cols`/`rows`: its first size (default 80x24).
+  cols @5 :UInt16;
+  rows @6 :UInt16;
 }
 
 struct SessionInfo {

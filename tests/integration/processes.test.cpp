@@ -115,3 +115,130 @@ TEST_CASE("processes: wait until a dev server answers HTTP on its port", "[e2e][
   CHECK(a.error_of(tcp).rfind("timeout", 0) == 0);
   REQUIRE(a.error_of(p.killRequest()) == "");
 }
+
+namespace {
+
+Process::Client start_terminal(api& a, const std::string& sandbox, const std::string& id) {
+  auto s = a.root.sandboxRequest();
+  s.setName(sandbox);
+  auto req = s.send().getSandbox().startProcessRequest();
+  auto argv = req.initRequest().initCommand().initArgv(4);
+  argv.set(0, "/bin/bash");
+  argv.set(1, "--norc");
+  argv.set(2, "--noprofile");
+  argv.set(3, "-i");
+  auto env = req.getRequest().initEnv(1);
+  env[0].setName("PS1");
+  env[0].setValue("$ ");
+  auto o = req.initOptions();
+  o.setId(id);
+  o.setPty(true);
+  o.setCols(100);
+  o.setRows(30);
+  return req.send().getProcess();
+}
+
+void type(api& a, Process::Client& p, const std::string& keys) {
+  auto w = p.writeRequest();
+  w.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(keys.data()), keys.size()));
+  w.send().wait(a.io.waitScope);
+  // A streaming call may still sit in this client's queue: a call after it, answered, means
+  // the keys were delivered (calls on one capability arrive in order).
+  p.infoRequest().send().wait(a.io.waitScope);
+}
+
+// Waits for `pattern` in what the terminal shows from now on (typed input is echoed, so
+// patterns are results that the typed text does not contain).
+void expect(api& a, Process::Client& p, const std::string& keys, const std::string& pattern) {
+  auto wait = p.waitForLogRequest();
+  wait.setPattern(pattern);
+  wait.setTimeoutMs(10000);
+  auto pending = wait.send();
+  type(a, p, keys);
+  INFO(keys << " -> " << pattern);
+  CHECK_NOTHROW(pending.wait(a.io.waitScope));
+}
+
+// The error of a streaming write: a streaming call's own promise resolves on flow control,
+// its failure comes back on the next call of the stream.
+std::string write_error(api& a, Process::Client& p, const std::string& data) {
+  try {
+    for (int i = 0; i < 2; ++i) {
+      auto w = p.writeRequest();
+      w.setData(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
+      w.send().wait(a.io.waitScope);
+    }
+    p.infoRequest().send().wait(a.io.waitScope);
+    return "";
+  } catch (const kj::Exception& e) {
+    return e.getDescription().cStr();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("terminals: a shell on a pty, resize, job control, replay to two clients, exit code", "[e2e][processes][terminals]") {
+  warrend_process d;
+  api a(d);
+  auto t = start_terminal(a, "term", "t1");
+  expect(a, t, "stty size; tty\n", "30 100");
+  expect(a, t, "echo $TERM-$((6*7))\n", "xterm-256color-42");
+  auto r = t.resizeRequest();
+  r.setCols(120);
+  r.setRows(40);
+  r.send().wait(a.io.waitScope);
+  expect(a, t, "stty size\n", "40 120");
+  // ^C interrupts the foreground job, the shell goes on.
+  type(a, t, "sleep 4545\n");
+  CHECK(eventually([] { return !commands("sleep 4545").empty(); }));
+  expect(a, t, "\x03", "$ ");
+  CHECK(eventually([] { return commands("sleep 4545").empty(); }));
+  expect(a, t, "echo $((40+3))x\n", "43x");
+  // ^Z stops it, fg brings it back, ^C ends it.
+  type(a, t, "sleep 4646\n");
+  CHECK(eventually([] { return !commands("sleep 4646").empty(); }));
+  expect(a, t, "\x1a", "Stopped");
+  expect(a, t, "fg\n", "sleep 4646");
+  expect(a, t, "\x03", "$ ");
+  CHECK(eventually([] { return commands("sleep 4646").empty(); }));
+
+  // Two clients replay the whole screen from offset 0, then follow until the end.
+  collected one, two;
+  auto follow = [&](collected& c) {
+    auto req = t.streamLogsRequest();
+    req.setSink(kj::heap<collect_sink>(c));
+    return req.send();
+  };
+  auto f1 = follow(one);
+  auto f2 = follow(two);
+  expect(a, t, "echo $((50+5))end\n", "55end");
+  type(a, t, "exit 7\n");
+  f1.wait(a.io.waitScope);
+  f2.wait(a.io.waitScope);
+  CHECK(one.ended);
+  CHECK(one.out == two.out);
+  CHECK(one.out.find("30 100") != std::string::npos);
+  CHECK(one.out.find("/dev/pts/") != std::string::npos);
+  CHECK(one.out.find("55end") != std::string::npos);
+  auto wait = t.waitForExitRequest();
+  auto info = wait.send().wait(a.io.waitScope).getInfo();
+  CHECK(info.getExitCode() == 7);
+  CHECK(info.getPty());
+
+  // Bad input.
+  auto ended_write = write_error(a, t, "x");
+  INFO(ended_write);
+  CHECK(ended_write.find("not_found: the process has ended") != std::string::npos);
+  auto plain = start(a, "term", "plain", "sleep 30");
+  auto plain_write = write_error(a, plain, "x");
+  INFO(plain_write);
+  CHECK(plain_write.find("invalid_argument: this process has no terminal") != std::string::npos);
+  auto t2 = start_terminal(a, "term", "t2");
+  auto bad = t2.resizeRequest();
+  bad.setCols(0);
+  bad.setRows(10);
+  CHECK(a.error_of(bad).rfind("invalid_argument", 0) == 0);
+  auto big_write = write_error(a, t2, std::string(100 * 1024, 'x'));
+  INFO(big_write);
+  CHECK(big_write.find("too_large") != std::string::npos);
+}

@@ -130,6 +130,7 @@ struct spawn_args {
   const char* cwd;
   int in, out, err, cgroup_procs;
   int error;  // Set by the child when it cannot exec (shared memory: CLONE_VM).
+  bool tty;   // `in` is a terminal's slave: it becomes the controlling terminal.
 };
 
 int spawn_child(void* p) {
@@ -142,7 +143,8 @@ int spawn_child(void* p) {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   int in = a->in >= 0 ? a->in : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (::setsid() < 0 || (a->cgroup_procs >= 0 && ::write(a->cgroup_procs, "0", 1) != 1) || in < 0 ||
-      ::dup2(in, 0) < 0 || ::dup2(a->out, 1) < 0 || ::dup2(a->err, 2) < 0 || ::chdir(a->cwd) < 0) {
+      ::dup2(in, 0) < 0 || ::dup2(a->out, 1) < 0 || ::dup2(a->err, 2) < 0 ||
+      (a->tty && ::ioctl(0, TIOCSCTTY, 0) < 0) || ::chdir(a->cwd) < 0) {
     a->error = errno;
     ::_exit(127);
   }
@@ -155,13 +157,13 @@ int spawn_child(void* p) {
 alignas(64) char spawn_stack[64 * 1024];  // PID 1 is single-threaded and waits (vfork).
 
 int spawn_command(const std::string& program, const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                  const std::string& cwd, int in, int out, int err, int cgroup_procs, pid_t& pid) {
+                  const std::string& cwd, int in, int out, int err, int cgroup_procs, pid_t& pid, bool tty) {
   std::vector<char*> args, envp;
   for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   for (auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  spawn_args a{program.c_str(), args.data(), envp.data(), cwd.c_str(), in, out, err, cgroup_procs, 0};
+  spawn_args a{program.c_str(), args.data(), envp.data(), cwd.c_str(), in, out, err, cgroup_procs, 0, tty};
   // No handler of ours may run on the child's stack between clone and its reset.
   sigset_t all, old;
   sigfillset(&all);
@@ -275,6 +277,9 @@ class agent_impl final : public wire::Agent::Server {
     if (p.hasEvents()) spec.events = p.getEvents();
     spec.restart_on_wake = p.getRestartOnWake();
     spec.auto_cleanup = p.getAutoCleanup();
+    spec.pty = p.getPty();
+    spec.cols = p.getCols() ? p.getCols() : 80;
+    spec.rows = p.getRows() ? p.getRows() : 24;
     KJ_REQUIRE(!spec.argv.empty() && !spec.argv[0].empty(), "empty argv");
     spec.command = spec.argv;  // What the client asked for, whatever runs it.
     auto session = str(p.getSession());

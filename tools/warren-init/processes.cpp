@@ -14,7 +14,9 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -103,6 +105,9 @@ void save_spec(const process_spec& spec, const std::string& id) {
   b.setRingBytes(spec.ring_bytes);
   b.setAutoCleanup(spec.auto_cleanup);
   b.setSession(spec.session);
+  b.setPty(spec.pty);
+  b.setCols(spec.cols);
+  b.setRows(spec.rows);
   auto command = b.initCommand(static_cast<unsigned>(spec.command.size()));
   for (unsigned i = 0; i < spec.command.size(); ++i) command.set(i, spec.command[i]);
   auto tmp = spec_path(id) + ".tmp";
@@ -129,6 +134,9 @@ struct bg_process : kj::Refcounted {
   bool auto_cleanup = false;     // Forgotten by the table once its end was reported.
   bool reported = false;         // Its end reached the daemon (or there is no one to tell).
   std::string session;           // Shell session it reads (kept for restarts).
+  bool pty = false;              // On a terminal: `term` is its master side (output and input).
+  kj::Own<kj::AsyncIoStream> term;
+  int term_fd = -1;              // Borrowed from `term`, for TIOCSWINSZ.
   bool ended_by_client = false;
   process_table* table = nullptr;  // Null once the table is gone.
   int status = 0;
@@ -196,6 +204,7 @@ struct bg_process : kj::Refcounted {
     b.setEndedAtMs(ended_ms);
     b.setStdoutBytes(out.end);
     b.setStderrBytes(err.end);
+    b.setPty(pty);
   }
 };
 
@@ -308,6 +317,33 @@ class process_impl final : public wire::Process::Server {
     return wait.exclusiveJoin(timer_.afterDelay(timeout * kj::MILLISECONDS).then([pattern]() -> kj::Promise<void> {
       throw_code("timeout", "no line containing \"" + pattern.substr(0, 100) + "\" yet");
     }));
+  }
+
+  kj::Promise<void> write(WriteContext context) override {
+    auto& p = *p_;
+    if (!p.pty) throw_code("invalid_argument", "this process has no terminal: start it with pty to write to it");
+    if (!p.running || p.term.get() == nullptr) throw_code("not_found", "the process has ended");
+    auto data = context.getParams().getData();
+    if (data.size() > 64 * 1024) throw_code("too_large", "at most 64 KiB per write");
+    auto copy = kj::heapArray<kj::byte>(data);
+    auto* bytes = copy.begin();
+    auto size = copy.size();
+    return p.term->write(bytes, size).attach(kj::mv(copy)).catch_([](kj::Exception&&) {
+      throw_code("not_found", "the process's terminal is closed");
+    });
+  }
+
+  kj::Promise<void> resize(ResizeContext context) override {
+    auto& p = *p_;
+    if (!p.pty) throw_code("invalid_argument", "this process has no terminal");
+    auto params = context.getParams();
+    if (params.getCols() < 1 || params.getCols() > 1000 || params.getRows() < 1 || params.getRows() > 1000)
+      throw_code("invalid_argument", "cols and rows must be 1-1000");
+    struct winsize ws {};
+    ws.ws_col = params.getCols();
+    ws.ws_row = params.getRows();
+    if (p.term_fd >= 0 && ::ioctl(p.term_fd, TIOCSWINSZ, &ws) < 0) throw_code("not_found", "the process's terminal is closed");
+    return kj::READY_NOW;
   }
 
  private:
@@ -500,29 +536,62 @@ wire::Process::Client process_table::start(process_spec spec, wire::ProcessInfo:
     if (::mkdirat(exec_cgroups_, p->cgroup_name.c_str(), 0755) == 0)
       p->cgroup_fd = ::openat(exec_cgroups_, p->cgroup_name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   }
-  int out[2], err[2];
-  check(::pipe2(out, O_CLOEXEC), "pipe2");
-  check(::pipe2(err, O_CLOEXEC), "pipe2");
-  unique_fd out_r(out[0]), out_w(out[1]), err_r(err[0]), err_w(err[1]);
+  unique_fd out_r, out_w, err_r, err_w, master, slave;
+  if (spec.pty) {
+    // A terminal of its own: the sandbox's devpts (newinstance), the slave as stdin, stdout,
+    // stderr and controlling terminal; the master is its output and input.
+    master.reset(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (master.get() < 0 || ::grantpt(master.get()) < 0 || ::unlockpt(master.get()) < 0)
+      throw_code("internal", std::string("cannot open a terminal: ") + std::strerror(errno));
+    char name[64];
+    if (::ptsname_r(master.get(), name, sizeof name) != 0) throw_code("internal", "ptsname failed");
+    slave.reset(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (slave.get() < 0) throw_code("internal", std::string("cannot open ") + name + ": " + std::strerror(errno));
+    struct winsize ws {};
+    ws.ws_col = spec.cols;
+    ws.ws_row = spec.rows;
+    ::ioctl(master.get(), TIOCSWINSZ, &ws);
+  } else {
+    int out[2], err[2];
+    check(::pipe2(out, O_CLOEXEC), "pipe2");
+    check(::pipe2(err, O_CLOEXEC), "pipe2");
+    out_r.reset(out[0]);
+    out_w.reset(out[1]);
+    err_r.reset(err[0]);
+    err_w.reset(err[1]);
+  }
   unique_fd procs;
   if (p->cgroup_fd >= 0) procs.reset(::openat(p->cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC));
   pid_t pid = 0;
-  if (int rc = spawn_command(program, spec.argv, spec.env, spec.cwd, -1, out_w.get(), err_w.get(), procs.get(), pid)) {
+  int in_fd = spec.pty ? slave.get() : -1;
+  int out_fd = spec.pty ? slave.get() : out_w.get();
+  int err_fd = spec.pty ? slave.get() : err_w.get();
+  if (int rc = spawn_command(program, spec.argv, spec.env, spec.cwd, in_fd, out_fd, err_fd, procs.get(), pid, spec.pty)) {
     if (spec.restart_on_wake) ::unlink(spec_path(id).c_str());
     throw_code("invalid_argument", spec.argv[0] + ": " + std::strerror(rc));
   }
   out_w.reset();
   err_w.reset();
+  slave.reset();
   p->pid = pid;
   p->pid_slot = pid;
   auto exited = io_.unixEventPort.onChildExit(p->pid_slot);  // Right after the spawn (KJ's rule).
 
   constexpr auto flags = kj::LowLevelAsyncIoProvider::TAKE_OWNERSHIP | kj::LowLevelAsyncIoProvider::ALREADY_CLOEXEC;
-  auto out_stream = io_.lowLevelProvider->wrapInputFd(out_r.release(), flags);
-  auto err_stream = io_.lowLevelProvider->wrapInputFd(err_r.release(), flags);
   auto* raw = p.get();
-  auto pumps = kj::joinPromises(kj::arr(pump(*out_stream, 1, *raw), pump(*err_stream, 2, *raw)))
-                   .attach(kj::mv(out_stream), kj::mv(err_stream));
+  kj::Promise<void> pumps = nullptr;
+  if (spec.pty) {
+    p->pty = true;
+    p->term_fd = master.get();
+    p->term = io_.lowLevelProvider->wrapSocketFd(master.release(), flags);
+    // Reading the master fails with EIO once the last holder of the slave is gone: its end.
+    pumps = pump(*p->term, 1, *raw).catch_([](kj::Exception&&) {});
+  } else {
+    auto out_stream = io_.lowLevelProvider->wrapInputFd(out_r.release(), flags);
+    auto err_stream = io_.lowLevelProvider->wrapInputFd(err_r.release(), flags);
+    pumps = kj::joinPromises(kj::arr(pump(*out_stream, 1, *raw), pump(*err_stream, 2, *raw)))
+                .attach(kj::mv(out_stream), kj::mv(err_stream));
+  }
   // The process's end: its tree goes with it (which closes the pipes its children held),
   // then the output is drained.
   auto ended = exited.then([raw](int status) {
@@ -611,6 +680,9 @@ void process_table::restart_all(wire::ProcessEvents::Client events,
       spec.restart_on_wake = true;
       spec.auto_cleanup = r.getAutoCleanup();
       spec.session = r.getSession().cStr();
+      spec.pty = r.getPty();
+      spec.cols = r.getCols() ? r.getCols() : 80;
+      spec.rows = r.getRows() ? r.getRows() : 24;
       for (auto a : r.getCommand()) spec.command.push_back(a.cStr());
       spec.events = events;
       if (spec.argv.empty() || spec.argv[0].empty()) throw_code("invalid_argument", "empty command");

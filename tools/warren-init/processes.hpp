@@ -28,6 +28,8 @@ struct process_spec {
   bool auto_cleanup = false;     ///< Forget it once it ended and `events` heard of it.
   std::vector<std::string> command;  ///< Shown in ProcessInfo; empty: argv.
   std::string session;               ///< The shell session argv/env/cwd were made for.
+  bool pty = false;                  ///< On a terminal of its own (input: Process.write).
+  std::uint16_t cols = 80, rows = 24;
 };
 
 class process_table {

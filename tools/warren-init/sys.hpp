@@ -139,7 +139,7 @@ void apply_session(const std::string& session, bool shell, const std::vector<std
 /// the pid, or an errno.
 std::string resolve_program(const std::string& prog, const std::vector<std::string>& env);
 int spawn_command(const std::string& program, const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                  const std::string& cwd, int in, int out, int err, int cgroup_procs, pid_t& pid);
+                  const std::string& cwd, int in, int out, int err, int cgroup_procs, pid_t& pid, bool tty = false);
 
 /// After a shell exec of `session` ended: turns what its wrapper dumped (with bash builtins)
 /// into the session's state, environment and directory, leaving out bash's own variables
