@@ -242,3 +242,33 @@ TEST_CASE("terminals: a shell on a pty, resize, job control, replay to two clien
   INFO(big_write);
   CHECK(big_write.find("too_large") != std::string::npos);
 }
+
+TEST_CASE("warren shell: a terminal from the CLI, its exit code, detach and reattach with the screen replayed", "[e2e][terminals]") {
+  warrend_process d;
+  auto shell = [&](const std::string& keys, const std::string& args) {
+    return run({"/bin/sh", "-c", "printf '" + keys + "' | " + bin("warren") + " --socket " + d.socket + " shell " + args});
+  };
+  auto r = shell("cd /tmp && echo at:$(pwd)\\nexit 3\\n", "term");
+  INFO(r.out << r.err);
+  CHECK(r.code == 3);
+  CHECK(r.out.find("at:/tmp") != std::string::npos);
+  CHECK(r.err.find("Ctrl-] detaches") != std::string::npos);
+
+  // A session's environment and directory.
+  REQUIRE(d.warren({"exec", "term", "--session", "dev", "--shell", "--", "mkdir -p /srv/app && cd /srv/app && export X=42"}).code == 0);
+  auto s = shell("echo $X:$(pwd)\\nexit\\n", "term --session dev");
+  INFO(s.out);
+  CHECK(s.out.find("42:/srv/app") != std::string::npos);
+
+  // Ctrl-] detaches and the shell goes on; --attach shows its screen, then takes keys.
+  auto detached = shell("echo $((2+3))five\\n\\035", "term --id keep");
+  CHECK(detached.code == 0);
+  CHECK(detached.err.find("detached") != std::string::npos);
+  CHECK(eventually([&] { return d.warren({"logs", "term", "keep"}).out.find("5five") != std::string::npos; }));
+  auto back = shell("exit 4\\n", "term --attach keep");
+  INFO(back.out << back.err);
+  CHECK(back.code == 4);
+  CHECK(back.out.find("5five") != std::string::npos);  // Replayed.
+  REQUIRE(d.warren({"start", "term", "--id", "plain", "--", "sleep", "30"}).code == 0);
+  CHECK(shell("", "term --attach plain").err.find("not a terminal") != std::string::npos);
+}

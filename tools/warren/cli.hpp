@@ -92,6 +92,9 @@ int cmd_ps(connection& c, const options& o);
 int cmd_logs(connection& c, const options& o);
 int cmd_kill(connection& c, const options& o);
 
+/// shell.cpp: an interactive terminal in a sandbox.
+int cmd_shell(connection& c, const options& o);
+
 /// "90", "90s", "10m", "2h", "1d" -> milliseconds; 0 on a malformed value.
 std::uint64_t parse_duration_ms(const std::string& v);
 

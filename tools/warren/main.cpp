@@ -89,6 +89,12 @@ commands:
         functions), without changing it. --restart-on-wake: when the sandbox hibernates
         while it runs, start it again when the sandbox wakes. --auto-cleanup: forget it
         (ps, logs) once it ended; the journal keeps its start and end
+  shell NAME [--session S] [--id ID] [--shell PROGRAM]
+        a terminal in the sandbox (bash on a pty, with the session's environment and
+        directory), attached to yours: raw mode, resize follows; Ctrl-] detaches and leaves
+        it running; exits with the shell's exit code
+  shell NAME --attach ID
+        back to a terminal: its screen so far (its buffer), then live
   ps NAME [--status running|exited|killed|lost]...
         the sandbox's background processes: ID STATUS END PID COMMAND
   logs NAME ID [--follow]
@@ -807,7 +813,7 @@ int main(int argc, char** argv) {
     }
   }
   auto& cmd = o.rest[0];
-  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage", "cp", "cat", "ls-files", "sessions", "session", "start", "ps", "logs", "kill", "expose", "unexpose", "ports", "snapshot", "snapshots", "fork", "restore", "backup", "backups"};
+  static const char* commands[] = {"exec", "ls", "rm", "version", "create", "set", "sleep", "journal", "usage", "cp", "cat", "ls-files", "sessions", "session", "start", "ps", "logs", "kill", "expose", "unexpose", "ports", "snapshot", "snapshots", "fork", "restore", "backup", "backups", "shell"};
   if (std::find(std::begin(commands), std::end(commands), cmd) == std::end(commands))
     die("unknown command '" + cmd + "' (see --help)", exit_usage);
 
@@ -825,6 +831,7 @@ int main(int argc, char** argv) {
     if (cmd == "cp") return cmd_cp(*c, o);
     if (cmd == "sessions" || cmd == "session") return cmd_sessions(*c, o);
     if (cmd == "start") return cmd_start(*c, o);
+    if (cmd == "shell") return cmd_shell(*c, o);
     if (cmd == "ps") return cmd_ps(*c, o);
     if (cmd == "logs") return cmd_logs(*c, o);
     if (cmd == "kill") return cmd_kill(*c, o);
