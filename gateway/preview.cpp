@@ -1,5 +1,7 @@
 #include "gateway/preview.hpp"
 
+#include "gateway/terminal_ws.hpp"
+
 #include <kj/async-io.h>
 #include <kj/compat/http.h>
 #include <kj/debug.h>
@@ -330,6 +332,8 @@ struct preview_server::impl final : kj::HttpService, kj::HttpServerErrorHandler,
                             kj::AsyncInputStream& body, Response& response) override {
     std::optional<target> t;
     KJ_IF_MAYBE(host, headers.get(kj::HttpHeaderId::HOST)) { t = from_host(host->cStr(), options.domain, url); }
+    // The daemon's own pages (not on a preview host, where every path is the sandbox's).
+    if (!t && is_terminal_path(url)) return serve_terminal(ctx, table, url, headers, response);
     if (!t) t = from_path(url.cStr());
     if (!t) return reply(response, 404, "Not Found", "not found\n");
     if (!t->redirect.empty()) {

@@ -249,3 +249,163 @@ TEST_CASE("preview: a request wakes a hibernated sandbox and restarts its proces
   CHECK(again.find("200\n") == 0);
   CHECK(again.find("greeting=" + secret) != std::string::npos);
 }
+
+namespace {
+
+// A terminal over the daemon's WebSocket endpoint, as a browser's xterm.js would use it.
+struct terminal_socket {
+  kj::HttpHeaderTable table;
+  random_entropy entropy;
+  kj::Own<kj::NetworkAddress> addr;  // The client keeps a reference to it.
+  kj::Own<kj::HttpClient> client;
+  kj::Own<kj::WebSocket> ws;
+  std::string screen;  // Everything the binary frames carried.
+  unsigned status = 0;
+
+  terminal_socket(api& a, std::uint16_t port, const std::string& path, const std::string& bearer = "") {
+    kj::HttpClientSettings settings;
+    settings.entropySource = entropy;
+    addr = a.io.provider->getNetwork().parseAddress("127.0.0.1", port).wait(a.io.waitScope);
+    client = kj::newHttpClient(a.io.provider->getTimer(), table, *addr, settings);
+    kj::HttpHeaders h(table);
+    h.set(kj::HttpHeaderId::HOST, "localhost");
+    std::string auth = "Bearer " + bearer;  // Headers keep pointers: it must outlive the request.
+    if (!bearer.empty()) h.add("Authorization", auth.c_str());
+    auto res = client->openWebSocket(kj::StringPtr(path.c_str()), h).wait(a.io.waitScope);
+    status = res.statusCode;
+    KJ_IF_MAYBE(w, res.webSocketOrBody.tryGet<kj::Own<kj::WebSocket>>()) { ws = kj::mv(*w); }
+  }
+  // The next text frame (binary frames on the way go to `screen`).
+  std::string next_text(api& a) {
+    for (;;) {
+      auto m = ws->receive(1 << 20).wait(a.io.waitScope);
+      if (m.is<kj::String>()) return m.get<kj::String>().cStr();
+      if (m.is<kj::WebSocket::Close>()) return "<close " + std::to_string(m.get<kj::WebSocket::Close>().code) + ">";
+      auto& b = m.get<kj::Array<kj::byte>>();
+      screen.append(reinterpret_cast<const char*>(b.begin()), b.size());
+    }
+  }
+  // Binary frames until `pattern` shows up.
+  bool until(api& a, const std::string& pattern) {
+    while (screen.find(pattern) == std::string::npos) {
+      auto m = ws->receive(1 << 20).wait(a.io.waitScope);
+      if (!m.is<kj::Array<kj::byte>>()) return false;
+      auto& b = m.get<kj::Array<kj::byte>>();
+      screen.append(reinterpret_cast<const char*>(b.begin()), b.size());
+    }
+    return true;
+  }
+  void keys(api& a, const std::string& k) {
+    ws->send(kj::arrayPtr(reinterpret_cast<const kj::byte*>(k.data()), k.size())).wait(a.io.waitScope);
+  }
+  void control(api& a, const std::string& json) { ws->send(kj::StringPtr(json.c_str())).wait(a.io.waitScope); }
+};
+
+}  // namespace
+
+TEST_CASE("terminals over WebSocket: token, ready, keys and screen, resize, errors, reattach with replay, exit", "[e2e][terminals]") {
+  test_dir dir;
+  auto token_file = dir.path + "/token";
+  std::ofstream(token_file) << "terminal-token-0123456789\n";
+  warrend_process d({"--token-file", token_file});
+  api a(d);
+  REQUIRE(d.warren({"exec", "tw", "--", "true"}).code == 0);
+  auto port = d.http_port();
+  const std::string token = "terminal-token-0123456789";
+
+  // No token, a wrong one, no sandbox: refused before any upgrade.
+  CHECK(terminal_socket(a, port, "/terminal/tw/ws").status == 401);
+  CHECK(terminal_socket(a, port, "/terminal/tw/ws?token=wrong").status == 401);
+  CHECK(terminal_socket(a, port, "/terminal/nope/ws?token=" + token).status == 404);
+  CHECK(terminal_socket(a, port, "/terminal/tw/ws?token=" + token + "&cols=0").status == 400);
+
+  terminal_socket t(a, port, "/terminal/tw/ws?cols=90&rows=20", token);  // The header form.
+  REQUIRE(t.status == 101);
+  CHECK(t.next_text(a) == "{\"type\":\"ready\"}");
+  t.keys(a, "stty size\r");
+  CHECK(t.until(a, "20 90"));
+  t.control(a, "{\"type\":\"resize\",\"cols\":132,\"rows\":43}");
+  t.keys(a, "stty size; echo $((7*6))z\r");
+  CHECK(t.until(a, "42z"));
+  CHECK(t.screen.find("43 132") != std::string::npos);
+  // Bad control messages get an error frame; the terminal goes on.
+  t.control(a, "not json");
+  CHECK(t.next_text(a).find("\"type\":\"error\"") != std::string::npos);
+  t.control(a, "{\"type\":\"resize\",\"cols\":0,\"rows\":5}");
+  CHECK(t.next_text(a).find("1-1000") != std::string::npos);
+  t.control(a, "{\"type\":\"launch\"}");
+  CHECK(t.next_text(a).find("unknown control message") != std::string::npos);
+  t.keys(a, "echo $((100+1))still\r");
+  CHECK(t.until(a, "101still"));
+  // Which terminal is it? The newest process of the sandbox.
+  auto ps = d.warren({"ps", "tw", "--status", "running"}).out;
+  auto id = ps.substr(ps.find('\n') + 1);
+  id = id.substr(0, id.find(' '));
+  REQUIRE_FALSE(id.empty());
+
+  // A second client attaches: the screen so far, then both see new output.
+  terminal_socket u(a, port, "/terminal/tw/ws?token=" + token + "&id=" + id);
+  REQUIRE(u.status == 101);
+  CHECK(u.next_text(a) == "{\"type\":\"ready\"}");
+  CHECK(u.until(a, "101still"));  // Replayed.
+  u.keys(a, "exit 5\r");
+  CHECK(t.next_text(a) == "{\"type\":\"exit\",\"code\":5}");
+  CHECK(u.next_text(a) == "{\"type\":\"exit\",\"code\":5}");
+  CHECK(t.next_text(a) == "<close 1000>");
+
+  // An oversized frame closes the socket with 1009.
+  terminal_socket big(a, port, "/terminal/tw/ws?token=" + token);
+  REQUIRE(big.status == 101);
+  CHECK(big.next_text(a) == "{\"type\":\"ready\"}");
+  std::string end;
+  try {
+    big.keys(a, std::string(200 * 1024, 'x'));
+    end = big.next_text(a);
+  } catch (const kj::Exception& e) {
+    end = "reset";  // The daemon closed while our frame was still on the way: also a refusal.
+  }
+  INFO(end);
+  CHECK((end == "<close 1009>" || end == "reset"));
+  // The daemon is fine: a new terminal works.
+  terminal_socket after(a, port, "/terminal/tw/ws?token=" + token);
+  REQUIRE(after.status == 101);
+  CHECK(after.next_text(a) == "{\"type\":\"ready\"}");
+}
+
+namespace {
+long rss_kb(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+}  // namespace
+
+TEST_CASE("a terminal client that does not read cannot make the daemon buffer its output", "[e2e][terminals]") {
+  test_dir dir;
+  auto token_file = dir.path + "/token";
+  std::ofstream(token_file) << "terminal-token-0123456789\n";
+  warrend_process d({"--token-file", token_file});
+  api a(d);
+  REQUIRE(d.warren({"exec", "flood", "--", "true"}).code == 0);
+  terminal_socket t(a, d.http_port(), "/terminal/flood/ws?token=terminal-token-0123456789");
+  REQUIRE(t.status == 101);
+  CHECK(t.next_text(a) == "{\"type\":\"ready\"}");
+  auto before = rss_kb(d.pid);
+  // 300 MB of output while this client reads nothing.
+  t.keys(a, "head -c 300000000 /dev/zero | tr '\\0' x; echo; echo flood-$((1+1))\r");
+  CHECK(eventually([] { return commands("head -c 300000000 /dev/zero").empty(); }, 60000));  // Written.
+  auto after = rss_kb(d.pid);
+  INFO(before << " KB -> " << after << " KB");
+  CHECK(after - before < 64 * 1024);
+  // It still gets the end of the output (the terminal's buffer, not everything).
+  CHECK(t.until(a, "flood-2"));
+}
+
+TEST_CASE("terminals over WebSocket are off without a token", "[e2e][terminals]") {
+  warrend_process d;
+  api a(d);
+  REQUIRE(d.warren({"exec", "tw", "--", "true"}).code == 0);
+  CHECK(terminal_socket(a, d.http_port(), "/terminal/tw/ws?token=anything").status == 403);
+}

@@ -38,7 +38,8 @@ options (each may also be set in the config file as `name = value`):
                       (default: /var/lib/warren)
   --socket PATH       unix socket of the API, mode 0600 (default: /run/warren/warren.sock)
   --listen HOST:PORT  also serve the API on TCP, behind a bearer token (default: off)
-  --token-file FILE   file holding the bearer token for --listen (required with it)
+  --token-file FILE   file holding the bearer token for --listen (required with it) and for
+                      terminals over WebSocket on the HTTP listener (off without it)
   --http-listen HOST:PORT  HTTP listener of preview URLs (exposed sandbox ports);
                       port 0 picks a free one; `off`: none (default: 127.0.0.1:7480)
   --preview-domain D  preview URLs are http://{port}-{sandbox}-{token}.D:{http port}/;
@@ -311,10 +312,9 @@ int main(int argc, char** argv) {
     die("--jail takes full, no-userns, no-seccomp or namespaces-only, got '" + jail + "'");
 
   std::string token;
-  if (!v["listen"].empty()) {
-    if (v["token-file"].empty()) die("--listen needs --token-file: the TCP API is never open without a token");
-    token = read_token(v["token-file"]);
-  }
+  if (!v["listen"].empty() && v["token-file"].empty())
+    die("--listen needs --token-file: the TCP API is never open without a token");
+  if (!v["token-file"].empty()) token = read_token(v["token-file"]);  // Also for terminals over HTTP.
 
   // Each running sandbox holds a socket; the soft limit (often 1024) would cap the daemon
   // far below its design density, so take the hard limit.
