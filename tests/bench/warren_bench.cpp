@@ -10,6 +10,7 @@
 #include <kj/debug.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pty.h>
 #include <sched.h>
 #include <sys/socket.h>
 
@@ -662,6 +663,96 @@ void bench_preview(client& c, std::uint16_t http_port, const std::string& scratc
                          base_cold));
 }
 
+// --- terminals ------------------------------------------------------------------------------
+
+// Keystroke to echo: one key typed into an interactive bash, until its echo comes back.
+// Through the daemon's WebSocket terminal (sandbox, pty, agent, RPC, WebSocket) against bash
+// on a pty of this process (the same shell, no warren), interleaved.
+void bench_terminal(client& c, std::uint16_t http_port, const std::string& token, int n, std::vector<row>& rows) {
+  auto sreq = c.root.sandboxRequest();
+  sreq.setName("term");
+  sreq.send().wait(c.io.waitScope);
+  kj::HttpHeaderTable table;
+  struct entropy_source final : kj::EntropySource {
+    void generate(kj::ArrayPtr<kj::byte> buffer) override {
+      for (auto& b : buffer) b = static_cast<kj::byte>(std::rand());
+    }
+  } entropy;
+  kj::HttpClientSettings settings;
+  settings.entropySource = entropy;
+  auto addr = c.io.provider->getNetwork().parseAddress("127.0.0.1", http_port).wait(c.io.waitScope);
+  auto http = kj::newHttpClient(c.io.provider->getTimer(), table, *addr, settings);
+  kj::HttpHeaders h(table);
+  h.set(kj::HttpHeaderId::HOST, "localhost");
+  auto path = "/terminal/term/ws?token=" + token;
+  auto res = http->openWebSocket(kj::StringPtr(path.c_str()), h).wait(c.io.waitScope);
+  if (res.statusCode != 101) broken("the terminal WebSocket answered " + std::to_string(res.statusCode));
+  auto ws = kj::mv(res.webSocketOrBody.get<kj::Own<kj::WebSocket>>());
+  auto wait_for = [&](char key) {
+    for (;;) {
+      auto m = ws->receive(1 << 20).wait(c.io.waitScope);
+      if (m.is<kj::Array<kj::byte>>()) {
+        auto& b = m.get<kj::Array<kj::byte>>();
+        if (std::find(b.begin(), b.end(), static_cast<kj::byte>(key)) != b.end()) return;
+      } else if (!m.is<kj::String>()) {
+        broken("the terminal WebSocket closed");
+      }
+    }
+  };
+  auto send = [&](const std::string& keys) {
+    ws->send(kj::arrayPtr(reinterpret_cast<const kj::byte*>(keys.data()), keys.size())).wait(c.io.waitScope);
+  };
+  send("PS1='$ '; echo read\x79\r");  // "ready" once the shell took its first line.
+  wait_for('y');
+
+  // The baseline: bash on a pty of our own.
+  int master = -1;
+  pid_t child = ::forkpty(&master, nullptr, nullptr, nullptr);
+  if (child < 0) broken("forkpty failed");
+  if (child == 0) {
+    ::setenv("PS1", "$ ", 1);
+    ::execl("/bin/bash", "bash", "--norc", "--noprofile", "-i", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  auto local_wait = [&](char key) {
+    char buf[4096];
+    for (;;) {
+      auto got = ::read(master, buf, sizeof buf);
+      if (got <= 0) broken("the local pty closed");
+      if (std::memchr(buf, key, static_cast<std::size_t>(got))) return;
+    }
+  };
+  const char* first = "echo read\x79\r";
+  auto first_len = static_cast<ssize_t>(std::strlen(first));
+  if (::write(master, first, static_cast<std::size_t>(first_len)) != first_len) broken("write to the local pty");
+  local_wait('y');
+
+  std::vector<double> direct_ms, ws_ms;
+  for (int i = 0; i < n; ++i) {
+    char key = static_cast<char>('a' + i % 20);
+    auto t = clock_type::now();
+    if (::write(master, &key, 1) != 1) broken("write to the local pty");
+    local_wait(key);
+    direct_ms.push_back(ms_since(t));
+    t = clock_type::now();
+    send(std::string(1, key));
+    wait_for(key);
+    ws_ms.push_back(ms_since(t));
+    if (i % 40 == 39) {  // Clear the line now and then (Ctrl-U).
+      if (::write(master, "\x15", 1) != 1) broken("write to the local pty");
+      send("\x15");
+    }
+  }
+  ::kill(child, SIGKILL);
+  wait_exit(child);
+  ::close(master);
+  ws->close(1000, "done").wait(c.io.waitScope);
+  auto base = summarize("baseline: keystroke to echo, bash on a local pty", "ms", direct_ms);
+  rows.push_back(base);
+  rows.push_back(against(summarize("terminal: keystroke to echo through the WebSocket (sandbox pty)", "ms", ws_ms), base,
+                         "<= 3 ms p50"));
+}
+
 // --- snapshots, forks, backups ---------------------------------------------------------------
 
 // Runs a shell line in a sandbox; it must succeed.
@@ -900,7 +991,7 @@ int main(int argc, char** argv) {
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
       std::fprintf(stderr, "usage: warren_bench --warrend PATH [--quick] [--out FILE] "
-                           "[--only latency|files|burst|density|preview|hibernation|snapshots|jail|journal]\n");
+                           "[--only latency|files|burst|density|preview|terminal|hibernation|snapshots|jail|journal]\n");
       return 2;
     }
   }
@@ -913,8 +1004,15 @@ int main(int argc, char** argv) {
   std::vector<row> rows;
   auto started = clock_type::now();
   auto http_port = free_loopback_port();
+  // Terminals over WebSocket need the daemon's token.
+  const std::string token = "warren-bench-terminal-token";
+  char token_tmpl[] = "/tmp/warren-bench-token-XXXXXX";
+  int token_fd = ::mkstemp(token_tmpl);
+  if (token_fd < 0 || ::write(token_fd, token.data(), token.size()) != static_cast<ssize_t>(token.size())) broken("token file");
+  ::close(token_fd);
+  std::string token_file = token_tmpl;
   {
-    daemon_under_test d(warrend, {"--http-listen", "127.0.0.1:" + std::to_string(http_port)});
+    daemon_under_test d(warrend, {"--http-listen", "127.0.0.1:" + std::to_string(http_port), "--token-file", token_file});
     auto io = kj::setupAsyncIo();
     client c(io, d.socket);
     auto want = [&](const char* part) { return only.empty() || only == part; };
@@ -938,6 +1036,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "warren_bench: preview proxy ...\n");
       bench_preview(c, http_port, d.dir, n, rows);
     }
+    if (want("terminal")) {
+      std::fprintf(stderr, "warren_bench: terminal keystrokes (n=%d) ...\n", n * 5);
+      bench_terminal(c, http_port, token, n * 5, rows);
+    }
     if (want("snapshots")) {
       std::fprintf(stderr, "warren_bench: snapshots, forks and backups of a 178 MB tree ...\n");
       bench_snapshots(c, d.dir, quick ? 5 : 15, rows);
@@ -947,6 +1049,7 @@ int main(int argc, char** argv) {
       bench_hibernation(c, d, quick ? 15 : 60, quick ? 500 : 2000, rows);
     }
   }
+  ::unlink(token_file.c_str());
   if (only.empty() || only == "jail") {
     std::fprintf(stderr, "warren_bench: jail layers (n=%d) ...\n", n);
     bench_jail(warrend, n, rows);
