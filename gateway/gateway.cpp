@@ -112,6 +112,7 @@ int run(const gateway_options& options, core_factory make_core) {
   rpc_context ctx{*core, host, calls, io.provider->getTimer(), options.version, options.token};
   ctx.blobs = options.blobs;
   ctx.io = &io;
+  ctx.web_dir = options.web_dir;
   ctx.live_snapshot_note = options.live_snapshot_note;
   preview_options popts;
   popts.domain = options.preview_domain;

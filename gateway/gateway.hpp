@@ -40,6 +40,8 @@ struct gateway_options {
   actors::disk_quota* disk = nullptr;
   /// Why snapshots cannot include process memory on this host (CRIU, probed at start-up).
   std::string live_snapshot_note = "not probed";
+  /// Browser assets (node_modules with @xterm/xterm) for the terminal page.
+  std::string web_dir;
   /// Backup archives (borrowed); null: backups are unavailable.
   actors::blob_store* blobs = nullptr;
   /// A sandbox's disk limit unless it has its own; 0 = none. Default: 10 GiB.

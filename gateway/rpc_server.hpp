@@ -29,6 +29,7 @@ struct rpc_context {
   actors::blob_store* blobs = nullptr;  ///< Backup archives; null: backups are unavailable.
   std::string live_snapshot_note;       ///< Why snapshots cannot hold process memory here.
   kj::AsyncIoContext* io = nullptr;     ///< For child processes (btrfs send / receive).
+  std::string web_dir;                  ///< Browser assets (xterm.js) for the terminal page.
 };
 
 /// Starts the restart_on_wake processes a sandbox left behind when it last stopped, and

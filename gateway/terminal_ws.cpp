@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include <deque>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 
@@ -281,12 +283,89 @@ kj::Promise<void> reply(kj::HttpHeaderTable& table, kj::HttpService::Response& r
   return ref.write(text.begin(), text.size()).attach(kj::mv(text), kj::mv(out));
 }
 
+// The page: xterm.js on a WebSocket to /terminal/NAME/ws; the terminal's id is kept in the
+// tab's sessionStorage, so a reload reattaches and replays the screen.
+constexpr const char* page_html = R"HTML(<!doctype html>
+<html><head><meta charset="utf-8"><title>warren</title>
+<link rel="stylesheet" href="/terminal/-/xterm.css">
+<style>html,body{margin:0;height:100%;background:#000}#t{height:100%}</style></head>
+<body><div id="t"></div>
+<script src="/terminal/-/xterm.js"></script>
+<script>
+(function () {
+  const name = decodeURIComponent(location.pathname.split('/')[2]);
+  const token = new URLSearchParams(location.search).get('token') || '';
+  const key = 'warren-terminal-' + name;
+  const term = new Terminal({cursorBlink: true, rows: Math.max(10, Math.floor(innerHeight / 17)), cols: Math.max(20, Math.floor(innerWidth / 9))});
+  term.open(document.getElementById('t'));
+  window.warrenTerm = term;
+  const id = sessionStorage.getItem(key);
+  const q = new URLSearchParams({token: token, cols: term.cols, rows: term.rows});
+  if (id) q.set('id', id);
+  const ws = new WebSocket((location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host +
+                           '/terminal/' + encodeURIComponent(name) + '/ws?' + q);
+  ws.binaryType = 'arraybuffer';
+  ws.onmessage = (e) => {
+    if (typeof e.data !== 'string') return term.write(new Uint8Array(e.data));
+    const m = JSON.parse(e.data);
+    if (m.type === 'ready') { sessionStorage.setItem(key, m.id); document.title = 'warren: ' + name; }
+    else if (m.type === 'exit') { sessionStorage.removeItem(key); term.write('\r\n[exited: ' + m.code + ']\r\n'); }
+    else if (m.type === 'error') term.write('\r\n[warren: ' + m.message + ']\r\n');
+  };
+  ws.onclose = () => term.write('\r\n[disconnected]\r\n');
+  const enc = new TextEncoder();
+  term.onData((d) => { if (ws.readyState === 1) ws.send(enc.encode(d)); });
+  term.onResize((s) => { if (ws.readyState === 1) ws.send(JSON.stringify({type: 'resize', cols: s.cols, rows: s.rows})); });
+})();
+</script></body></html>
+)HTML";
+
+kj::Promise<void> send_file(kj::HttpHeaderTable& table, kj::HttpService::Response& response, const std::string& path,
+                            const char* type) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return reply(table, response, 503, "Service Unavailable",
+                 "xterm.js is not installed next to warrend (run tools/dev build, or pass --web-dir)\n");
+  std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  kj::HttpHeaders h(table);
+  h.set(kj::HttpHeaderId::CONTENT_TYPE, type);
+  auto out = response.send(200, "OK", h, body.size());
+  auto text = kj::heapString(body.c_str(), body.size());
+  auto& ref = *out;
+  return ref.write(text.begin(), text.size()).attach(kj::mv(text), kj::mv(out));
+}
+
 }  // namespace
 
 bool is_terminal_path(kj::StringPtr url) { return std::string_view(url.cStr()).rfind(prefix, 0) == 0; }
 
 kj::Promise<void> serve_terminal(rpc_context& ctx, kj::HttpHeaderTable& table, kj::StringPtr url,
                                  const kj::HttpHeaders& headers, kj::HttpService::Response& response) {
+  std::string_view u = url.cStr();
+  auto path = u.substr(0, u.find('?'));
+  // The page's scripts ('-' starts no sandbox name): public library files.
+  if (path == "/terminal/-/xterm.js")
+    return send_file(table, response, ctx.web_dir + "/node_modules/@xterm/xterm/lib/xterm.js", "text/javascript");
+  if (path == "/terminal/-/xterm.css")
+    return send_file(table, response, ctx.web_dir + "/node_modules/@xterm/xterm/css/xterm.css", "text/css");
+  if (path.find('/', prefix.size()) == std::string_view::npos) {
+    // The page, for /terminal/NAME?token=T (its WebSocket checks the token again).
+    auto name = std::string(path.substr(prefix.size()));
+    if (auto e = wire::validate_sandbox_name(name)) return reply(table, response, 400, "Bad Request", e.message + "\n");
+    if (ctx.token.empty())
+      return reply(table, response, 403, "Forbidden",
+                   "terminals over HTTP need the daemon's bearer token: start warrend with --token-file\n");
+    auto at = u.find("token=");
+    auto given = at == std::string_view::npos ? std::string() : percent_decoded(u.substr(at + 6, u.find('&', at) - at - 6));
+    if (!same_secret(given, ctx.token)) return reply(table, response, 401, "Unauthorized", "a valid token is required\n");
+    kj::HttpHeaders h(table);
+    h.set(kj::HttpHeaderId::CONTENT_TYPE, "text/html; charset=utf-8");
+    std::string body = page_html;
+    auto out = response.send(200, "OK", h, body.size());
+    auto text = kj::heapString(body.c_str(), body.size());
+    auto& ref = *out;
+    return ref.write(text.begin(), text.size()).attach(kj::mv(text), kj::mv(out));
+  }
   auto q = parse(url.cStr());
   if (!q.error.empty()) return reply(table, response, 400, "Bad Request", q.error + "\n");
   if (auto e = wire::validate_sandbox_name(q.name)) return reply(table, response, 400, "Bad Request", e.message + "\n");
@@ -316,7 +395,7 @@ kj::Promise<void> serve_terminal(rpc_context& ctx, kj::HttpHeaderTable& table, k
   auto sandbox = got.getSandbox();
   kj::Promise<capnp::Response<wire::Sandbox::StartProcessResults>> started = nullptr;
   wire::Process::Client process = nullptr;
-  kj::Promise<bool> checked = nullptr;
+  kj::Promise<std::pair<bool, std::string>> checked = nullptr;  // (a terminal?, its id)
   if (q.id.empty()) {
     auto req = sandbox.startProcessRequest();
     auto argv = req.initRequest().initCommand().initArgv(1);
@@ -328,30 +407,34 @@ kj::Promise<void> serve_terminal(rpc_context& ctx, kj::HttpHeaderTable& table, k
     o.setRows(q.rows);
     auto sent = req.send();
     process = sent.getProcess();
-    checked = sent.then([](auto) { return true; });
+    checked = sent.then([](auto res) { return std::make_pair(true, std::string(res.getInfo().getId().cStr())); });
   } else {
     auto req = sandbox.getProcessRequest();
     req.setId(q.id);
     auto sent = req.send();
     process = sent.getProcess();
-    checked = sent.then([](auto res) { return res.getInfo().getPty(); });
+    checked = sent.then([](auto res) {
+      return std::make_pair(res.getInfo().getPty(), std::string(res.getInfo().getId().cStr()));
+    });
   }
   auto name = q.name;
   bool attach = !q.id.empty();
   auto cols = q.cols, rows = q.rows;
   return got.then([](auto res) { return res.getInfo().getId(); })
       .then([checked = kj::mv(checked)](std::uint64_t id) mutable {
-        return checked.then([id](bool pty) { return std::make_pair(id, pty); });
+        return checked.then([id](std::pair<bool, std::string> t) { return std::make_tuple(id, t.first, t.second); });
       })
       .then(
           [&ctx, &table, &response, process, name, attach, cols, rows](
-              std::pair<std::uint64_t, bool> r) mutable -> kj::Promise<void> {
-            if (!r.second) return reply(table, response, 400, "Bad Request", "that process is not a terminal\n");
-            auto sandbox_id = r.first;
+              std::tuple<std::uint64_t, bool, std::string> r) mutable -> kj::Promise<void> {
+            if (!std::get<1>(r)) return reply(table, response, 400, "Bad Request", "that process is not a terminal\n");
+            auto sandbox_id = std::get<0>(r);
+            auto terminal_id = std::get<2>(r);
             return ctx.calls.call<std::uint64_t>([&ctx, name, sandbox_id](auto cb) {
                      ctx.core.hold(name, sandbox_id, std::move(cb), true);
                    })
-                .then([&ctx, &table, &response, process, name, sandbox_id, attach, cols, rows](std::uint64_t) mutable {
+                .then([&ctx, &table, &response, process, name, sandbox_id, terminal_id, attach, cols, rows](
+                          std::uint64_t) mutable {
                   kj::HttpHeaders h(table);
                   auto ws = response.acceptWebSocket(h);
                   auto s = kj::refcounted<session>(ctx, kj::mv(ws), process, name, sandbox_id);
@@ -364,7 +447,10 @@ kj::Promise<void> serve_terminal(rpc_context& ctx, kj::HttpHeaderTable& table, k
                     sized = r.send().ignoreResult().catch_([](kj::Exception&&) {});
                   }
                   auto* sp = s.get();
-                  auto ready = sized.then([sp]() { return sp->text("{\"type\":\"ready\"}"); });
+                  // "id" (beyond Cloudflare's protocol) lets a page reattach after a reload.
+                  auto ready = sized.then([sp, terminal_id]() {
+                    return sp->text("{\"type\":\"ready\",\"id\":" + json_text(terminal_id) + "}");
+                  });
                   auto follow = process.streamLogsRequest();
                   follow.setSink(kj::heap<socket_sink>(kj::addRef(*s)));
                   // The terminal's output into the queue (ends with the terminal, or fails

@@ -303,6 +303,15 @@ struct terminal_socket {
 
 }  // namespace
 
+namespace {
+// {"type":"ready","id":"ID"} -> ID ("" when it is not a ready message).
+std::string ready_id(const std::string& m) {
+  const std::string head = "{\"type\":\"ready\",\"id\":\"";
+  if (m.rfind(head, 0) != 0 || m.size() < head.size() + 2) return "";
+  return m.substr(head.size(), m.size() - head.size() - 2);
+}
+}  // namespace
+
 TEST_CASE("terminals over WebSocket: token, ready, keys and screen, resize, errors, reattach with replay, exit", "[e2e][terminals]") {
   test_dir dir;
   auto token_file = dir.path + "/token";
@@ -321,7 +330,8 @@ TEST_CASE("terminals over WebSocket: token, ready, keys and screen, resize, erro
 
   terminal_socket t(a, port, "/terminal/tw/ws?cols=90&rows=20", token);  // The header form.
   REQUIRE(t.status == 101);
-  CHECK(t.next_text(a) == "{\"type\":\"ready\"}");
+  auto id = ready_id(t.next_text(a));
+  REQUIRE_FALSE(id.empty());
   t.keys(a, "stty size\r");
   CHECK(t.until(a, "20 90"));
   t.control(a, "{\"type\":\"resize\",\"cols\":132,\"rows\":43}");
@@ -337,16 +347,12 @@ TEST_CASE("terminals over WebSocket: token, ready, keys and screen, resize, erro
   CHECK(t.next_text(a).find("unknown control message") != std::string::npos);
   t.keys(a, "echo $((100+1))still\r");
   CHECK(t.until(a, "101still"));
-  // Which terminal is it? The newest process of the sandbox.
-  auto ps = d.warren({"ps", "tw", "--status", "running"}).out;
-  auto id = ps.substr(ps.find('\n') + 1);
-  id = id.substr(0, id.find(' '));
-  REQUIRE_FALSE(id.empty());
+  CHECK(d.warren({"ps", "tw", "--status", "running"}).out.find(id + " ") != std::string::npos);
 
   // A second client attaches: the screen so far, then both see new output.
   terminal_socket u(a, port, "/terminal/tw/ws?token=" + token + "&id=" + id);
   REQUIRE(u.status == 101);
-  CHECK(u.next_text(a) == "{\"type\":\"ready\"}");
+  CHECK(ready_id(u.next_text(a)) == id);
   CHECK(u.until(a, "101still"));  // Replayed.
   u.keys(a, "exit 5\r");
   CHECK(t.next_text(a) == "{\"type\":\"exit\",\"code\":5}");
@@ -356,7 +362,7 @@ TEST_CASE("terminals over WebSocket: token, ready, keys and screen, resize, erro
   // An oversized frame closes the socket with 1009.
   terminal_socket big(a, port, "/terminal/tw/ws?token=" + token);
   REQUIRE(big.status == 101);
-  CHECK(big.next_text(a) == "{\"type\":\"ready\"}");
+  CHECK_FALSE(ready_id(big.next_text(a)).empty());
   std::string end;
   try {
     big.keys(a, std::string(200 * 1024, 'x'));
@@ -369,7 +375,7 @@ TEST_CASE("terminals over WebSocket: token, ready, keys and screen, resize, erro
   // The daemon is fine: a new terminal works.
   terminal_socket after(a, port, "/terminal/tw/ws?token=" + token);
   REQUIRE(after.status == 101);
-  CHECK(after.next_text(a) == "{\"type\":\"ready\"}");
+  CHECK_FALSE(ready_id(after.next_text(a)).empty());
 }
 
 namespace {
@@ -391,7 +397,7 @@ TEST_CASE("a terminal client that does not read cannot make the daemon buffer it
   REQUIRE(d.warren({"exec", "flood", "--", "true"}).code == 0);
   terminal_socket t(a, d.http_port(), "/terminal/flood/ws?token=terminal-token-0123456789");
   REQUIRE(t.status == 101);
-  CHECK(t.next_text(a) == "{\"type\":\"ready\"}");
+  CHECK_FALSE(ready_id(t.next_text(a)).empty());
   auto before = rss_kb(d.pid);
   // 300 MB of output while this client reads nothing.
   t.keys(a, "head -c 300000000 /dev/zero | tr '\\0' x; echo; echo flood-$((1+1))\r");
@@ -408,4 +414,22 @@ TEST_CASE("terminals over WebSocket are off without a token", "[e2e][terminals]"
   api a(d);
   REQUIRE(d.warren({"exec", "tw", "--", "true"}).code == 0);
   CHECK(terminal_socket(a, d.http_port(), "/terminal/tw/ws?token=anything").status == 403);
+}
+
+TEST_CASE("the terminal page works in headless Chromium: type, see the output, reload, see it replayed", "[e2e][terminals][browser]") {
+  test_dir dir;
+  auto token_file = dir.path + "/token";
+  std::ofstream(token_file) << "terminal-token-0123456789\n";
+  warrend_process d({"--token-file", token_file, "--web-dir", WARREN_WEB_DIR});
+  REQUIRE(d.warren({"exec", "page", "--", "true"}).code == 0);
+  auto base = "http://127.0.0.1:" + std::to_string(d.http_port());
+  CHECK(status_and_body(base + "/terminal/page").rfind("401\n", 0) == 0);
+  CHECK(status_and_body(base + "/terminal/-/xterm.js").rfind("200\n", 0) == 0);
+  auto r = run({"/usr/bin/env", std::string("WARREN_WEB=") + WARREN_WEB_DIR, "node",
+                std::string(WARREN_SOURCE_DIR) + "/tests/browser/terminal_page.cjs",
+                base + "/terminal/page?token=terminal-token-0123456789"},
+               120000);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out == "ok\n");
 }

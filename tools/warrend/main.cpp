@@ -40,6 +40,8 @@ options (each may also be set in the config file as `name = value`):
   --listen HOST:PORT  also serve the API on TCP, behind a bearer token (default: off)
   --token-file FILE   file holding the bearer token for --listen (required with it) and for
                       terminals over WebSocket on the HTTP listener (off without it)
+  --web-dir DIR       browser assets of the terminal page (npm's node_modules with
+                      @xterm/xterm; default: ../web next to warrend, where tools/dev puts them)
   --http-listen HOST:PORT  HTTP listener of preview URLs (exposed sandbox ports);
                       port 0 picks a free one; `off`: none (default: 127.0.0.1:7480)
   --preview-domain D  preview URLs are http://{port}-{sandbox}-{token}.D:{http port}/;
@@ -71,7 +73,7 @@ constexpr const char* version = "0.1.0";
 struct settings {
   std::map<std::string, std::string> values = {
       {"data-dir", "/var/lib/warren"}, {"socket", "/run/warren/warren.sock"}, {"listen", ""},
-      {"token-file", ""},              {"log-level", "info"},                {"init", ""},
+      {"token-file", ""},              {"web-dir", ""},              {"log-level", "info"},                {"init", ""},
       {"sandbox-memory", "4G"},        {"sandbox-pids", "4096"},             {"sandbox-cpus", "0"},
       {"sandbox-uid-base", "1879048192"}, {"sandbox-uid-ranges", "4094"},     {"jail", "full"},
       {"sandbox-disk", "10G"},         {"disk-pool", "auto"},
@@ -374,6 +376,12 @@ int main(int argc, char** argv) {
   std::unique_ptr<pool_quota> quota;
   if (pool) quota = std::make_unique<pool_quota>(*pool);
   g.disk = quota.get();
+  g.web_dir = v["web-dir"];
+  if (g.web_dir.empty()) {
+    std::error_code ec;
+    auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    g.web_dir = exe.parent_path().parent_path().string() + "/web";
+  }
   g.live_snapshot_note = probe_criu();
   spdlog::info("event=live_snapshots supported=false reason=\"{}\"", g.live_snapshot_note);
   warren::error blob_err;
