@@ -291,6 +291,51 @@ class files_proxy final : public capnp::Capability::Server {
   std::uint64_t id_;
 };
 
+// A process's capability as clients get it: every call goes to the agent's Process as it
+// is; a client following its output (streamLogs: `warren logs -f`, `warren shell`) holds the
+// sandbox awake, softly (an explicit sleep still goes ahead), until it stops following.
+class process_proxy final : public capnp::Capability::Server {
+ public:
+  process_proxy(rpc_context& ctx, std::string name, std::uint64_t id, wire::Process::Client target)
+      : ctx_(ctx), name_(std::move(name)), id_(id), target_(kj::mv(target)) {}
+
+  DispatchCallResult dispatchCall(std::uint64_t interface_id, std::uint16_t method_id,
+                                  capnp::CallContext<capnp::AnyPointer, capnp::AnyPointer> context) override {
+    if (interface_id != capnp::typeId<wire::Process>())
+      return {KJ_EXCEPTION(UNIMPLEMENTED, "not a Process method"), false};
+    constexpr std::uint16_t stream_logs = 3, write = 7;
+    context.allowCancellation();
+    auto params = context.getParams();
+    auto req = target_.typelessRequest(interface_id, method_id, params.targetSize());
+    req.set(params);
+    context.releaseParams();
+    auto forwarded = req.send().then([context](capnp::Response<capnp::AnyPointer> res) mutable {
+      context.getResults().set(res);
+    });
+    if (method_id != stream_logs) return {kj::mv(forwarded), method_id == write};
+    struct soft_hold {
+      rpc_context& ctx;
+      std::string name;
+      std::uint64_t id;
+      bool held = false;
+      ~soft_hold() {
+        if (held) ctx.core.release(name, id, true);
+      }
+    };
+    auto hold = kj::heap<soft_hold>(soft_hold{ctx_, name_, id_});
+    auto* h = hold.get();
+    auto held = ctx_.calls.call<std::uint64_t>([this](auto cb) { ctx_.core.hold(name_, id_, std::move(cb), true); })
+                    .then([h](std::uint64_t) { h->held = true; }, [](kj::Exception&&) {});
+    return {held.then([forwarded = kj::mv(forwarded)]() mutable { return kj::mv(forwarded); }).attach(kj::mv(hold)), false};
+  }
+
+ private:
+  rpc_context& ctx_;
+  std::string name_;
+  std::uint64_t id_;
+  wire::Process::Client target_;
+};
+
 // Told by the agent when a background process ended; journals it, after its start (a short
 // process can end before its start is on disk).
 class process_events final : public wire::ProcessEvents::Server {
@@ -532,10 +577,10 @@ class sandbox_impl final : public wire::Sandbox::Server {
         u.auto_cleanup = cleanup;
         u.session = req.session;
         auto started = ctx_.calls.call<bool>([this, u](auto cb) { ctx_.core.process_event(name_, id_, u, std::move(cb)); });
-        return started.then([context, res = kj::mv(res), fulfiller = kj::mv(fulfiller)](bool) mutable {
+        return started.then([this, context, res = kj::mv(res), fulfiller = kj::mv(fulfiller)](bool) mutable {
           fulfiller->fulfill();
           auto out = context.getResults();
-          out.setProcess(res.getProcess());
+          out.setProcess(wrap_process(res.getProcess()));
           out.setInfo(res.getInfo());
         });
       });
@@ -589,15 +634,19 @@ class sandbox_impl final : public wire::Sandbox::Server {
 
   kj::Promise<void> getProcess(GetProcessContext context) override {
     auto id = str(context.getParams().getId());
-    return with_held_agent(ctx_, name_, id_, [context, id](wire::Agent::Client& agent) mutable {
+    return with_held_agent(ctx_, name_, id_, [this, context, id](wire::Agent::Client& agent) mutable {
       auto req = agent.getProcessRequest();
       req.setId(id);
-      return req.send().then([context](auto res) mutable {
+      return req.send().then([this, context](auto res) mutable {
         auto out = context.getResults();
-        out.setProcess(res.getProcess());
+        out.setProcess(wrap_process(res.getProcess()));
         out.setInfo(res.getInfo());
       });
     });
+  }
+
+  wire::Process::Client wrap_process(wire::Process::Client target) {
+    return capnp::Capability::Client(kj::heap<process_proxy>(ctx_, name_, id_, kj::mv(target))).castAs<wire::Process>();
   }
 
   kj::Promise<void> killAllProcesses(KillAllProcessesContext context) override {

@@ -347,6 +347,27 @@ TEST_CASE("terminals over WebSocket: token, ready, keys and screen, resize, erro
   CHECK(t.next_text(a).find("unknown control message") != std::string::npos);
   t.keys(a, "echo $((100+1))still\r");
   CHECK(t.until(a, "101still"));
+  // Job control through the socket: ^C ends the foreground job, ^Z stops one, fg resumes it.
+  t.keys(a, "sleep 4747\r");
+  CHECK(eventually([] { return !commands("sleep 4747").empty(); }));
+  t.keys(a, "\x03");
+  CHECK(eventually([] { return commands("sleep 4747").empty(); }));
+  t.keys(a, "sleep 4848\r");
+  CHECK(eventually([] { return !commands("sleep 4848").empty(); }));
+  t.keys(a, "\x1a");
+  CHECK(t.until(a, "Stopped"));
+  t.screen.clear();
+  t.keys(a, "fg\r");
+  CHECK(t.until(a, "sleep 4848"));  // fg names the job it resumes,
+  // and hands it the terminal a moment later: ^C until it has ended (bash ignores the early ones).
+  bool ended = false;
+  for (int i = 0; i < 20 && !ended; ++i) {
+    t.keys(a, "\x03");
+    ended = eventually([] { return commands("sleep 4848").empty(); }, 300);
+  }
+  CHECK(ended);
+  t.keys(a, "echo $((200+2))back\r");
+  CHECK(t.until(a, "202back"));
   CHECK(d.warren({"ps", "tw", "--status", "running"}).out.find(id + " ") != std::string::npos);
 
   // A second client attaches: the screen so far, then both see new output.

@@ -199,8 +199,12 @@ TEST_CASE("terminals: a shell on a pty, resize, job control, replay to two clien
   CHECK(eventually([] { return !commands("sleep 4646").empty(); }));
   expect(a, t, "\x1a", "Stopped");
   expect(a, t, "fg\n", "sleep 4646");
-  expect(a, t, "\x03", "$ ");
-  CHECK(eventually([] { return commands("sleep 4646").empty(); }));
+  bool ended = false;  // fg hands the job the terminal a moment after naming it.
+  for (int i = 0; i < 20 && !ended; ++i) {
+    type(a, t, "\x03");
+    ended = eventually([] { return commands("sleep 4646").empty(); }, 300);
+  }
+  CHECK(ended);
 
   // Two clients replay the whole screen from offset 0, then follow until the end.
   collected one, two;
@@ -271,4 +275,27 @@ TEST_CASE("warren shell: a terminal from the CLI, its exit code, detach and reat
   CHECK(back.out.find("5five") != std::string::npos);  // Replayed.
   REQUIRE(d.warren({"start", "term", "--id", "plain", "--", "sleep", "30"}).code == 0);
   CHECK(shell("", "term --attach plain").err.find("not a terminal") != std::string::npos);
+}
+
+TEST_CASE("a followed terminal keeps its sandbox awake, and once nobody follows it sleeps", "[e2e][terminals]") {
+  warrend_process d;
+  api a(d);
+  auto s = a.root.sandboxRequest();
+  s.setName("nap");
+  s.initOptions().setSleepAfterMs(1500);
+  s.send().wait(a.io.waitScope);
+  auto t = start_terminal(a, "nap", "t");
+  collected seen;
+  auto follow = t.streamLogsRequest();
+  follow.setSink(kj::heap<collect_sink>(seen));
+  auto following = follow.send();
+  expect(a, t, "echo $((3*3))nine\n", "9nine");
+  a.io.provider->getTimer().afterDelay(4 * kj::SECONDS).wait(a.io.waitScope);  // Idle, but followed.
+  auto ls = d.warren({"ls", "--json"}).out;
+  INFO(ls);
+  CHECK(ls.find("\"name\":\"nap\",\"state\":\"running\"") != std::string::npos);
+  { auto drop = kj::mv(following); }  // The client goes away (the cancellation goes out with
+  a.root.versionRequest().send().wait(a.io.waitScope);  // the next message this client sends).
+  CHECK(eventually([&] { return d.warren({"ls", "--json"}).out.find("\"state\":\"hibernated\"") != std::string::npos; },
+                   15000));
 }
