@@ -298,4 +298,10 @@ TEST_CASE("a followed terminal keeps its sandbox awake, and once nobody follows 
   a.root.versionRequest().send().wait(a.io.waitScope);  // the next message this client sends).
   CHECK(eventually([&] { return d.warren({"ls", "--json"}).out.find("\"state\":\"hibernated\"") != std::string::npos; },
                    15000));
+  // A terminal opened on the sleeping sandbox wakes it: a new shell, the same files.
+  REQUIRE(d.warren({"exec", "nap", "--shell", "--", "echo kept > /workspace/mark"}).code == 0);
+  REQUIRE(d.warren({"sleep", "nap"}).code == 0);
+  auto woken = start_terminal(a, "nap", "t2");
+  expect(a, woken, "cat /workspace/mark; echo $((5+5))ten\n", "10ten");
+  CHECK(text(woken.logsRequest().send().wait(a.io.waitScope).getStdout().getData()).find("kept") != std::string::npos);
 }
