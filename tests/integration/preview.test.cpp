@@ -304,6 +304,16 @@ struct terminal_socket {
 }  // namespace
 
 namespace {
+const std::string terminal_token = "terminal-token-0123456789";
+
+// The flags of a daemon whose terminals over WebSocket are on: a token file in `dir`.
+std::vector<std::string> with_token(const test_dir& dir, std::vector<std::string> more = {}) {
+  auto file = dir.path + "/token";
+  std::ofstream(file) << terminal_token << "\n";
+  more.insert(more.begin(), {"--token-file", file});
+  return more;
+}
+
 // {"type":"ready","id":"ID"} -> ID ("" when it is not a ready message).
 std::string ready_id(const std::string& m) {
   const std::string head = "{\"type\":\"ready\",\"id\":\"";
@@ -314,13 +324,11 @@ std::string ready_id(const std::string& m) {
 
 TEST_CASE("terminals over WebSocket: token, ready, keys and screen, resize, errors, reattach with replay, exit", "[e2e][terminals]") {
   test_dir dir;
-  auto token_file = dir.path + "/token";
-  std::ofstream(token_file) << "terminal-token-0123456789\n";
-  warrend_process d({"--token-file", token_file});
+  warrend_process d(with_token(dir));
   api a(d);
   REQUIRE(d.warren({"exec", "tw", "--", "true"}).code == 0);
   auto port = d.http_port();
-  const std::string token = "terminal-token-0123456789";
+  const std::string token = terminal_token;
 
   // No token, a wrong one, no sandbox: refused before any upgrade.
   CHECK(terminal_socket(a, port, "/terminal/tw/ws").status == 401);
@@ -411,12 +419,10 @@ long rss_kb(pid_t pid) {
 
 TEST_CASE("a terminal client that does not read cannot make the daemon buffer its output", "[e2e][terminals]") {
   test_dir dir;
-  auto token_file = dir.path + "/token";
-  std::ofstream(token_file) << "terminal-token-0123456789\n";
-  warrend_process d({"--token-file", token_file});
+  warrend_process d(with_token(dir));
   api a(d);
   REQUIRE(d.warren({"exec", "flood", "--", "true"}).code == 0);
-  terminal_socket t(a, d.http_port(), "/terminal/flood/ws?token=terminal-token-0123456789");
+  terminal_socket t(a, d.http_port(), "/terminal/flood/ws?token=" + terminal_token);
   REQUIRE(t.status == 101);
   CHECK_FALSE(ready_id(t.next_text(a)).empty());
   auto before = rss_kb(d.pid);
@@ -439,16 +445,14 @@ TEST_CASE("terminals over WebSocket are off without a token", "[e2e][terminals]"
 
 TEST_CASE("the terminal page works in headless Chromium: type, see the output, reload, see it replayed", "[e2e][terminals][browser]") {
   test_dir dir;
-  auto token_file = dir.path + "/token";
-  std::ofstream(token_file) << "terminal-token-0123456789\n";
-  warrend_process d({"--token-file", token_file, "--web-dir", WARREN_WEB_DIR});
+  warrend_process d(with_token(dir, {"--web-dir", WARREN_WEB_DIR}));
   REQUIRE(d.warren({"exec", "page", "--", "true"}).code == 0);
   auto base = "http://127.0.0.1:" + std::to_string(d.http_port());
   CHECK(status_and_body(base + "/terminal/page").rfind("401\n", 0) == 0);
   CHECK(status_and_body(base + "/terminal/-/xterm.js").rfind("200\n", 0) == 0);
   auto r = run({"/usr/bin/env", std::string("WARREN_WEB=") + WARREN_WEB_DIR, "node",
                 std::string(WARREN_SOURCE_DIR) + "/tests/browser/terminal_page.cjs",
-                base + "/terminal/page?token=terminal-token-0123456789"},
+                base + "/terminal/page?token=" + terminal_token},
                120000);
   INFO(r.out << r.err);
   CHECK(r.code == 0);
