@@ -111,13 +111,6 @@ std::optional<target> from_path(std::string_view url) {
   return t;
 }
 
-bool same_token(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 class random_entropy final : public kj::EntropySource {
  public:
   void generate(kj::ArrayPtr<kj::byte> buffer) override {
@@ -243,7 +236,7 @@ struct preview_server::impl final : kj::HttpService, kj::HttpServerErrorHandler,
   kj::Promise<std::uint64_t> authorize(const target& t) {
     auto check = [t](const known_sandbox& k) -> kj::Maybe<std::uint64_t> {
       for (auto& p : k.ports)
-        if (p.port == t.port && same_token(p.token, t.token)) return k.id;
+        if (p.port == t.port && same_token(t.token, p.token)) return k.id;  // (given, expected)
       return nullptr;
     };
     auto it = known.find(t.name);

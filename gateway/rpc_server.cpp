@@ -1050,14 +1050,6 @@ class warren_impl final : public wire::Warren::Server {
   rpc_context& ctx_;
 };
 
-// Compares in time that depends only on the expected token's length, so the time taken
-// does not reveal how much of a guess was right.
-bool same_token(const std::string& given, const std::string& expected) {
-  unsigned char diff = given.size() != expected.size() ? 1 : 0;
-  for (std::size_t i = 0; i < expected.size(); ++i)
-    diff |= static_cast<unsigned char>((i < given.size() ? given[i] : 0) ^ expected[i]);
-  return diff == 0;
-}
 
 class login_impl final : public wire::Login::Server {
  public:
@@ -1081,6 +1073,13 @@ class login_impl final : public wire::Login::Server {
 };
 
 }  // namespace
+
+bool same_token(const std::string& given, const std::string& expected) {
+  unsigned char diff = given.size() != expected.size() ? 1 : 0;
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    diff |= static_cast<unsigned char>((i < given.size() ? given[i] : 0) ^ expected[i]);
+  return diff == 0;
+}
 
 capnp::Capability::Client make_warren(rpc_context& ctx) { return kj::heap<warren_impl>(ctx); }
 capnp::Capability::Client make_login(rpc_context& ctx) { return kj::heap<login_impl>(ctx); }

@@ -66,6 +66,10 @@ kj::Promise<actors::snapshot_info> import_snapshot(rpc_context& ctx, std::string
 /// journal does not know (a crash between writing one and journaling it).
 kj::Promise<void> sweep_backups(rpc_context& ctx, bool orphans);
 
+/// Compares a bearer token in time that depends only on the expected token's length, so the
+/// time taken does not reveal how much of a guess was right.
+bool same_token(const std::string& given, const std::string& expected);
+
 /// The root object served on the unix socket.
 capnp::Capability::Client make_warren(rpc_context& ctx);
 /// The root object served on TCP: a Login that checks the bearer token.

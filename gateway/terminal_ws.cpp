@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "gateway/rpc_server.hpp"
+#include "wire/json.hpp"
 #include "wire/names.hpp"
 #include "wire/process.capnp.h"
 #include "wire/warren.capnp.h"
@@ -81,28 +82,6 @@ terminal_query parse(std::string_view url) {
   return q;
 }
 
-bool same_secret(const std::string& given, const std::string& expected) {
-  unsigned char diff = given.size() != expected.size() ? 1 : 0;
-  for (std::size_t i = 0; i < expected.size(); ++i)
-    diff |= static_cast<unsigned char>((i < given.size() ? given[i] : 0) ^ expected[i]);
-  return diff == 0;
-}
-
-std::string json_text(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
 std::string describe(const kj::Exception& e) {
   std::string d = e.getDescription().cStr();
   const std::string p = "remote exception: ";
@@ -157,7 +136,7 @@ struct session : kj::Refcounted {
     return push({kj::heapArray<kj::byte>(reinterpret_cast<const kj::byte*>(t.data()), t.size()), true, false});
   }
   kj::Promise<void> error(const std::string& message) {
-    return text("{\"type\":\"error\",\"message\":" + json_text(message) + "}");
+    return text("{\"type\":\"error\",\"message\":" + wire::json_quote(message) + "}");
   }
 
   // Sends the queue in order; ends after a close frame.
@@ -357,7 +336,7 @@ kj::Promise<void> serve_terminal(rpc_context& ctx, kj::HttpHeaderTable& table, k
                    "terminals over HTTP need the daemon's bearer token: start warrend with --token-file\n");
     auto at = u.find("token=");
     auto given = at == std::string_view::npos ? std::string() : percent_decoded(u.substr(at + 6, u.find('&', at) - at - 6));
-    if (!same_secret(given, ctx.token)) return reply(table, response, 401, "Unauthorized", "a valid token is required\n");
+    if (!same_token(given, ctx.token)) return reply(table, response, 401, "Unauthorized", "a valid token is required\n");
     kj::HttpHeaders h(table);
     h.set(kj::HttpHeaderId::CONTENT_TYPE, "text/html; charset=utf-8");
     std::string body = page_html;
@@ -381,7 +360,7 @@ kj::Promise<void> serve_terminal(rpc_context& ctx, kj::HttpHeaderTable& table, k
     std::string v = value.cStr();
     if (n == "authorization" && v.rfind("Bearer ", 0) == 0) given = v.substr(7);
   });
-  if (!same_secret(given, ctx.token)) return reply(table, response, 401, "Unauthorized", "a valid token is required\n");
+  if (!same_token(given, ctx.token)) return reply(table, response, 401, "Unauthorized", "a valid token is required\n");
   if (!headers.isWebSocket())
     return reply(table, response, 400, "Bad Request", "connect with a WebSocket (Upgrade: websocket)\n");
 
@@ -449,7 +428,7 @@ kj::Promise<void> serve_terminal(rpc_context& ctx, kj::HttpHeaderTable& table, k
                   auto* sp = s.get();
                   // "id" (beyond Cloudflare's protocol) lets a page reattach after a reload.
                   auto ready = sized.then([sp, terminal_id]() {
-                    return sp->text("{\"type\":\"ready\",\"id\":" + json_text(terminal_id) + "}");
+                    return sp->text("{\"type\":\"ready\",\"id\":" + wire::json_quote(terminal_id) + "}");
                   });
                   auto follow = process.streamLogsRequest();
                   follow.setSink(kj::heap<socket_sink>(kj::addRef(*s)));
